@@ -1,0 +1,72 @@
+"""dlinterop: zero-copy tensor interchange through DLPack.
+
+Importing dlinterop never imports NumPy, PyTorch, JAX or CuPy, and never fails for lack
+of CUDA: `dl.cuda` is loaded on first use.
+"""
+from dlinterop._core import (
+    CopyError,
+    Device,
+    DeviceType,
+    DType,
+    Tensor,
+    __dlpack_version__,
+    asarray,
+    bfloat16,
+    bool_,
+    complex32,
+    complex64,
+    complex128,
+    dtype,
+    empty,
+    float4_e2m1fn,
+    float4_e2m1fn_x2,
+    float6_e2m3fn,
+    float6_e3m2fn,
+    float8_e3m4,
+    float8_e4m3,
+    float8_e4m3b11fnuz,
+    float8_e4m3fn,
+    float8_e4m3fnuz,
+    float8_e5m2,
+    float8_e5m2fnuz,
+    float8_e8m0fnu,
+    float16,
+    float32,
+    float64,
+    from_dlpack,
+    full,
+    int8,
+    int16,
+    int32,
+    int64,
+    memory_stats,
+    to_dlpack,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+    zeros,
+)
+from dlinterop._info import build_info, get_include
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CopyError", "DType", "Device", "DeviceType", "Tensor", "asarray", "bfloat16", "bool_",
+    "build_info", "complex32", "complex64", "complex128", "cuda", "dtype", "empty",
+    "float4_e2m1fn", "float4_e2m1fn_x2", "float6_e2m3fn", "float6_e3m2fn", "float8_e3m4",
+    "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+    "float8_e5m2fnuz", "float8_e8m0fnu", "float16", "float32", "float64", "from_dlpack", "full",
+    "get_include", "int8", "int16", "int32", "int64", "memory_stats", "to_dlpack", "uint8",
+    "uint16", "uint32", "uint64", "zeros",
+]
+
+
+def __getattr__(name):
+    if name == "cuda":
+        import importlib
+
+        module = importlib.import_module("dlinterop.cuda")
+        globals()["cuda"] = module
+        return module
+    raise AttributeError(f"module 'dlinterop' has no attribute {name!r}")

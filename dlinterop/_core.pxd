@@ -1,0 +1,53 @@
+# The C-level ABI of dlinterop's core module. Every field and every cdef signature that
+# another module (ours or a downstream extension) may use lives here; changing a class
+# layout below is an ABI change that downstream extensions must be rebuilt for.
+# The stable public names are re-exported by dlinterop/tensor.pxd.
+from libc.stdint cimport int32_t, int64_t, uint64_t
+
+from dlinterop.dlpack cimport (
+    DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLTensor,
+)
+
+
+cdef class DType:
+    # Interned: one instance per (code, bits, lanes); compare with `is` inside the core.
+    cdef DLDataType dl
+    cdef readonly str name
+    cdef readonly int itemsize    # bytes per element rounded up (1 for float6/float4)
+    cdef const char* buffer_format  # struct-module format, NULL when none can express it
+
+
+cdef class Device:
+    cdef DLDevice dl
+
+
+cdef class Tensor:
+    # dl is the view every consumer sees. Its shape and strides always point at
+    # shape_strides (ndim shape entries, then ndim strides in elements, never NULL when
+    # ndim > 0), which is inline_storage for small ndim and malloc'd otherwise.
+    cdef DLTensor dl
+    cdef int64_t* shape_strides
+    cdef int64_t inline_storage[8]
+    # Owned buffer from dli_host_alloc (base pointer and size for the free), or NULL.
+    cdef void* alloc_base
+    cdef size_t alloc_nbytes
+    # Imported managed tensor, at most one of the two set; its deleter runs exactly once,
+    # when this Tensor dies.
+    cdef DLManagedTensorVersioned* managed_versioned
+    cdef DLManagedTensor* managed_legacy
+    # DLPACK_FLAG_BITMASK_READ_ONLY / IS_COPIED as they apply to this Tensor.
+    cdef uint64_t flags
+    # The Python object keeping the memory alive (capsule, buffer holder, source Tensor),
+    # or None for an owned buffer.
+    cdef object owner_ref
+
+    cdef DLTensor* dltensor(self) noexcept nogil
+
+
+cdef DType dtype_from_dl(DLDataType dt)
+cdef Device device_from_dl(DLDevice dev)
+
+cdef Tensor empty_tensor(int ndim, const int64_t* shape, DLDataType dtype, DLDevice device)
+cdef Tensor tensor_from_managed(DLManagedTensorVersioned* m, bint readonly)
+cdef Tensor tensor_from_object(object obj)
+cdef object to_capsule(Tensor t, bint versioned)

@@ -1,0 +1,104 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: embedsignature=True, freethreading_compatible=False
+"""dlinterop's core: data types, devices, the Tensor, DLPack export and import, and the
+bridge for objects without DLPack. The module is one extension so that the hot paths
+never cross a module boundary; each concern lives in the .pxi file named for it."""
+
+cimport cython
+from cpython.buffer cimport (
+    PyBUF_ANY_CONTIGUOUS, PyBUF_C_CONTIGUOUS, PyBUF_F_CONTIGUOUS, PyBUF_FORMAT, PyBUF_ND,
+    PyBUF_RECORDS_RO, PyBUF_STRIDES, PyBUF_WRITABLE, PyBuffer_Release, PyObject_CheckBuffer,
+    PyObject_GetBuffer,
+)
+from cpython.pycapsule cimport PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_SetName
+from cpython.ref cimport PyObject
+from libc.stdint cimport (
+    INT64_MAX, INT64_MIN, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t,
+)
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, strcmp
+
+from dlinterop.dlpack cimport *
+
+import math
+import operator
+import struct
+import sys
+from pickle import PickleBuffer
+
+
+cdef extern from "Python.h":
+    # Declared here with PyObject* so that capsule destructors never touch the refcount of
+    # the capsule being destroyed, and the hot import path calls __dlpack__ without
+    # creating a bound method.
+    ctypedef void (*RawCapsuleDestructor)(PyObject*) noexcept
+    object PyCapsule_New(void* pointer, const char* name, RawCapsuleDestructor destructor)
+    bint PyCapsule_IsValid(PyObject* capsule, const char* name) noexcept
+    void* PyCapsule_GetPointer(PyObject* capsule, const char* name) noexcept
+    object PyObject_VectorcallMethod(object name, PyObject** args, size_t nargsf, object kwnames)
+    void Py_IncRef(PyObject*) noexcept nogil
+    void Py_DecRef(PyObject*) noexcept nogil
+    void PyErr_Fetch(PyObject**, PyObject**, PyObject**) noexcept nogil
+    void PyErr_Restore(PyObject*, PyObject*, PyObject*) noexcept nogil
+    ctypedef enum PyGILState_STATE:
+        PyGILState_LOCKED
+        PyGILState_UNLOCKED
+    PyGILState_STATE PyGILState_Ensure() noexcept nogil
+    void PyGILState_Release(PyGILState_STATE) noexcept nogil
+
+
+cdef extern from "runtime.h" nogil:
+    ctypedef struct dli_stats:
+        int64_t live_buffers
+        int64_t live_bytes
+        int64_t peak_bytes
+        int64_t total_allocations
+        int64_t live_exports
+    void* dli_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out)
+    void dli_host_free(void* base, size_t nbytes)
+    void dli_stats_read(dli_stats* out)
+    void dli_export_started()
+    void dli_export_finished()
+    int dli_interpreter_alive()
+    void dli_copy_to_contiguous(char* dst, const char* src, int ndim, const int64_t* shape,
+                                const int64_t* strides, size_t itemsize)
+    void dli_fill(char* dst, const char* pattern, size_t itemsize, int64_t count)
+    bint __builtin_mul_overflow(int64_t a, int64_t b, int64_t* out)
+    bint __builtin_add_overflow(int64_t a, int64_t b, int64_t* out)
+
+
+cdef enum:
+    MAX_NDIM = 64   # DLPack sets no limit; this bounds stack arrays and rejects garbage
+cdef size_t DEFAULT_ALIGNMENT = 256
+
+__dlpack_version__ = (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)
+
+
+class CopyError(BufferError, ValueError):
+    """A copy would be needed, and copy=False forbids it."""
+
+
+include "dtypes.pxi"
+include "devices.pxi"
+include "cuda.pxi"
+include "tensor.pxi"
+include "export.pxi"
+include "importer.pxi"
+include "bridge.pxi"
+
+
+def memory_stats(device="cpu"):
+    """Counters of dlinterop's allocator: live_buffers, live_bytes, peak_bytes,
+    total_allocations, and live_exports (capsules made and not yet released)."""
+    cdef dli_stats stats
+    cdef DLDevice dev = _parse_device(device)
+    if dev.device_type != kDLCPU:
+        raise ValueError(f"no allocator statistics for {device_from_dl(dev)}")
+    dli_stats_read(&stats)
+    return {
+        "live_buffers": stats.live_buffers,
+        "live_bytes": stats.live_bytes,
+        "peak_bytes": stats.peak_bytes,
+        "total_allocations": stats.total_allocations,
+        "live_exports": stats.live_exports,
+    }

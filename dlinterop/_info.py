@@ -1,0 +1,55 @@
+"""Build facts and the include directory for downstream builds."""
+import importlib.metadata
+import importlib.util
+import os
+
+from dlinterop import _build_config
+from dlinterop._core import __dlpack_version__
+
+# Distribution name for each optional peer dlinterop exchanges with.
+PEERS = {
+    "numpy": "numpy",
+    "torch": "torch",
+    "jax": "jax",
+    "cupy": "cupy-cuda13x",
+    "tvm_ffi": "apache-tvm-ffi",
+    "array_api_strict": "array-api-strict",
+    "ml_dtypes": "ml_dtypes",
+}
+
+
+def get_include():
+    """The directory holding dlpack/dlpack.h, for a downstream extension's -I."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+
+
+def _installed_version(module, distribution):
+    if importlib.util.find_spec(module) is None:
+        return None
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        for dist in importlib.metadata.distributions():
+            if (dist.read_text("top_level.txt") or "").split() == [module]:
+                return dist.version
+        return "unknown"
+
+
+def build_info():
+    """Versions, what was built, whether a GPU is usable, and which peers are installed.
+    Finding the peers does not import them."""
+    from dlinterop import __version__, cuda
+
+    return {
+        "dlinterop": __version__,
+        "dlpack_abi": "{}.{}".format(*__dlpack_version__),
+        "cython": _build_config.cython_version,
+        "cuda_toolkit": _build_config.cuda_toolkit_version,
+        "cuda_allocator_built": _build_config.cuda_built,
+        "gpu_usable": cuda.is_available(),
+        "frameworks": {
+            name: version
+            for name, dist in PEERS.items()
+            if (version := _installed_version(name, dist)) is not None
+        },
+    }

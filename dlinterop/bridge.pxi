@@ -1,0 +1,183 @@
+# The bridge for objects without DLPack: dl.asarray over __cuda_array_interface__,
+# __array_interface__ and the buffer protocol, zero-copy wherever the source allows.
+
+@cython.final
+cdef class _BufferHolder:
+    """Holds a Py_buffer for as long as a Tensor views its memory."""
+    cdef Py_buffer view
+    cdef bint held
+    cdef readonly object source
+
+    def __dealloc__(self):
+        if self.held:
+            PyBuffer_Release(&self.view)
+            self.held = False
+
+
+cdef Tensor _tensor_over(void* data, int ndim, const int64_t* shape, const int64_t* strides,
+                         DType dt, DLDevice device, bint readonly, object owner):
+    """A Tensor viewing foreign memory kept alive by `owner`; strides in elements, or NULL
+    for C order."""
+    cdef DLTensor dl
+    dl.data = data
+    dl.device = device
+    dl.ndim = ndim
+    dl.dtype = dt.dl
+    dl.shape = <int64_t*>shape
+    dl.strides = <int64_t*>strides
+    dl.byte_offset = 0
+    _validate_dltensor(&dl)
+    cdef Tensor t = _wrap_dltensor(&dl, DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0)
+    t.owner_ref = owner
+    return t
+
+
+cdef int _byte_strides_to_elements(int64_t* out, object byte_strides, int ndim,
+                                   Py_ssize_t itemsize) except -1:
+    cdef int i
+    for i in range(ndim):
+        s = byte_strides[i]
+        if s % itemsize:
+            raise BufferError(f"byte stride {s} is not a multiple of the item size {itemsize}")
+        out[i] = s // itemsize
+    return 0
+
+
+cdef Tensor _tensor_from_buffer(object obj):
+    cdef _BufferHolder holder = _BufferHolder.__new__(_BufferHolder)
+    cdef int64_t shape[MAX_NDIM]
+    cdef int64_t strides[MAX_NDIM]
+    cdef DType dt
+    cdef int i
+    PyObject_GetBuffer(obj, &holder.view, PyBUF_RECORDS_RO)
+    holder.held = True
+    holder.source = obj
+    cdef Py_buffer* v = &holder.view
+    dt = _dtype_from_buffer_format(v.format, v.itemsize)
+    if dt is None:
+        fmt = (<bytes>v.format).decode() if v.format != NULL else "B"
+        raise TypeError(f"buffer format {fmt!r} (item size {v.itemsize}) has no DLPack data type")
+    if v.ndim > MAX_NDIM:
+        raise BufferError(f"buffer has {v.ndim} dimensions; at most {MAX_NDIM} are supported")
+    if v.shape == NULL:
+        shape[0] = v.len // v.itemsize
+        return _tensor_over(v.buf, 1, shape, NULL, dt, _CPU, v.readonly, holder)
+    for i in range(v.ndim):
+        shape[i] = v.shape[i]
+        if v.strides != NULL:
+            if v.strides[i] % v.itemsize:
+                raise BufferError(f"byte stride {v.strides[i]} is not a multiple of the item "
+                                  f"size {v.itemsize}")
+            strides[i] = v.strides[i] // v.itemsize
+    return _tensor_over(v.buf, v.ndim, shape, strides if v.strides != NULL else NULL, dt,
+                        _CPU, v.readonly, holder)
+
+
+cdef Tensor _tensor_from_raw_buffer(object view, tuple shape, DType dt):
+    """A C-contiguous Tensor of `shape` and `dt` over the bytes of a 1-d buffer; copies into
+    an aligned buffer when the bytes are not aligned to the item size."""
+    cdef Tensor t = _tensor_from_buffer(view)
+    cdef int64_t dims[MAX_NDIM]
+    cdef int i
+    cdef int64_t count = 1
+    if len(shape) > MAX_NDIM:
+        raise ValueError(f"ndim must be at most {MAX_NDIM}")
+    for i in range(len(shape)):
+        dims[i] = shape[i]
+        count *= dims[i]
+    if _storage_bytes(count, dt.dl) != t.dl.shape[0]:
+        raise ValueError(f"{t.dl.shape[0]} bytes do not hold a {dt.name} tensor of shape {shape}")
+    if (<uintptr_t>t.dl.data) % dt.itemsize:
+        out = _allocate(len(shape), dims, dt.dl, _CPU, DEFAULT_ALIGNMENT, False)
+        memcpy(out.dl.data, t.dl.data, out.alloc_nbytes)
+        return out
+    return _tensor_over(t.dl.data, len(shape), dims, NULL, dt, _CPU, t.readonly, t.owner_ref)
+
+
+cdef DType _dtype_from_typestr(str typestr):
+    if len(typestr) < 3 or typestr[0] not in "<>|=":
+        raise ValueError(f"malformed typestr {typestr!r}")
+    if typestr[0] == ">" and typestr[2:] != "1":
+        raise ValueError(f"big-endian typestr {typestr!r} is not supported")
+    kind, size = typestr[1], int(typestr[2:])
+    name = {"b": "bool" if size == 1 else None, "i": f"int{size * 8}", "u": f"uint{size * 8}",
+            "f": f"float{size * 8}", "c": f"complex{size * 8}"}.get(kind)
+    found = _dtype_by_name.get(name) if name else None
+    if found is None or (kind == "c" and size < 8):
+        raise TypeError(f"typestr {typestr!r} has no DLPack data type")
+    return found
+
+
+cdef Tensor _tensor_from_interface(object obj, dict iface, DLDevice device):
+    """A Tensor over the memory an __array_interface__ / __cuda_array_interface__ describes."""
+    cdef int64_t shape[MAX_NDIM]
+    cdef int64_t strides[MAX_NDIM]
+    cdef uintptr_t address
+    cdef DType dt = _dtype_from_typestr(iface["typestr"])
+    cdef int ndim
+    cdef int i
+    if iface.get("mask") is not None:
+        raise BufferError("masked array interfaces are not supported")
+    dims = tuple(iface["shape"])
+    ndim = len(dims)
+    if ndim > MAX_NDIM:
+        raise BufferError(f"at most {MAX_NDIM} dimensions are supported, got {ndim}")
+    for i in range(ndim):
+        shape[i] = dims[i]
+    data = iface.get("data")
+    owner = obj
+    readonly = False
+    if isinstance(data, tuple):
+        address, readonly = data[0], bool(data[1])
+    elif device.device_type == kDLCPU:
+        # No data entry, or a buffer object: the memory is that buffer's.
+        base = _tensor_from_buffer(obj if data is None else data)
+        address = <uintptr_t>base.dl.data
+        readonly = base.readonly
+        owner = base.owner_ref
+    else:
+        raise TypeError("__cuda_array_interface__ 'data' must be a (pointer, read_only) tuple")
+    address += iface.get("offset", 0) if device.device_type == kDLCPU else 0
+    byte_strides = iface.get("strides")
+    if byte_strides is not None:
+        _byte_strides_to_elements(strides, byte_strides, ndim, dt.itemsize)
+    return _tensor_over(<void*>address, ndim, shape, strides if byte_strides is not None else NULL,
+                        dt, device, readonly, owner)
+
+
+def asarray(obj, *, device=None, copy=None):
+    """A Tensor from `obj`: DLPack first, then __cuda_array_interface__, then
+    __array_interface__, then the buffer protocol (bytes, bytearray, array.array, mmap,
+    memoryview). Shares memory whenever the source allows it."""
+    cdef Tensor t
+    cdef DLDevice target
+    _check_copy_arg(copy)
+    cls = type(obj)
+    if cls is Tensor:
+        t = <Tensor>obj
+    elif PyCapsule_CheckExact(obj) or hasattr(cls, "__dlpack__"):
+        return _from_dlpack(obj, device, copy, None)
+    elif hasattr(obj, "__cuda_array_interface__"):
+        iface = obj.__cuda_array_interface__
+        t = _tensor_from_interface(obj, iface, _cuda_device_of(iface["data"][0]))
+        stream = iface.get("stream")
+        if stream is not None:
+            _cuda_wait_external_stream(stream, t.dl.device)
+    elif hasattr(obj, "__array_interface__"):
+        t = _tensor_from_interface(obj, obj.__array_interface__, _CPU)
+    elif PyObject_CheckBuffer(obj):
+        t = _tensor_from_buffer(obj)
+    else:
+        raise TypeError(f"cannot make a tensor from {cls.__name__}: it has no __dlpack__, "
+                        "__cuda_array_interface__, __array_interface__ or buffer")
+    if device is not None:
+        target = _parse_device(device)
+        if not (target.device_type == t.dl.device.device_type
+                and target.device_id == t.dl.device.device_id):
+            if copy is False:
+                raise CopyError(f"moving data from {t.device} to {device_from_dl(target)} "
+                                "needs a copy, and copy=False was given")
+            return _copy_tensor(t, target)
+    if copy is True:
+        return _copy_tensor(t, t.dl.device)
+    return t

@@ -1,0 +1,219 @@
+# Data types: the DType class, one interned instance per DLPack (code, bits, lanes), the
+# conversions from names, NumPy/ml_dtypes/torch dtypes and triples, and the validation
+# the importer applies to a foreign DLDataType.
+
+cdef dict _dtype_by_key = {}    # packed (code, bits, lanes) -> DType
+cdef dict _dtype_by_name = {}   # name -> DType
+
+cdef inline uint64_t _dtype_key(uint8_t code, uint8_t bits, uint16_t lanes) noexcept nogil:
+    return <uint64_t>code | (<uint64_t>bits << 8) | (<uint64_t>lanes << 16)
+
+
+@cython.final
+cdef class DType:
+    """A DLPack data type: immutable, hashable, equal to its name."""
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("DType cannot be constructed directly; use dl.dtype(x)")
+
+    @property
+    def code(self):
+        return self.dl.code
+
+    @property
+    def bits(self):
+        return self.dl.bits
+
+    @property
+    def lanes(self):
+        return self.dl.lanes
+
+    def __dlpack_data_type__(self):
+        return (self.dl.code, self.dl.bits, self.dl.lanes)
+
+    def __str__(self):
+        return self.name
+
+    def __repr__(self):
+        return f"dlinterop.{self.name}"
+
+    def __hash__(self):
+        # Equal to its name, so it must hash like it.
+        return hash(self.name)
+
+    def __eq__(self, other):
+        if type(other) is DType:
+            return self is other
+        if type(other) is str:
+            return self.name == other
+        try:
+            return self is dtype(other)
+        except (TypeError, ValueError):
+            return NotImplemented
+
+    def __ne__(self, other):
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    def __reduce__(self):
+        return (dtype, (self.name,))
+
+    def to_numpy(self):
+        """The NumPy dtype (from ml_dtypes for bfloat16 and the small floats)."""
+        try:
+            import numpy
+        except ImportError:
+            raise TypeError(f"{self.name}.to_numpy() needs numpy, which is not installed") from None
+        if self.dl.code in (kDLInt, kDLUInt, kDLFloat, kDLBool) or (
+                self.dl.code == kDLComplex and self.dl.bits >= 64):
+            return numpy.dtype(self.name)
+        if self.dl.code == kDLComplex or self.dl.lanes != 1:
+            raise TypeError(f"NumPy has no dtype for {self.name}")
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise TypeError(
+                f"{self.name}.to_numpy() needs ml_dtypes, which is not installed") from None
+        try:
+            return numpy.dtype(getattr(ml_dtypes, self.name))
+        except AttributeError:
+            raise TypeError(f"ml_dtypes {ml_dtypes.__version__} has no {self.name}") from None
+
+
+cdef DType _register_dtype(str name, uint8_t code, uint8_t bits, uint16_t lanes, const char* fmt):
+    cdef DType dt = DType.__new__(DType)
+    dt.dl.code = code
+    dt.dl.bits = bits
+    dt.dl.lanes = lanes
+    dt.name = name
+    dt.itemsize = (bits * lanes + 7) // 8
+    dt.buffer_format = fmt
+    _dtype_by_key[_dtype_key(code, bits, lanes)] = dt
+    _dtype_by_name[name] = dt
+    return dt
+
+
+bool_ = _register_dtype("bool", kDLBool, 8, 1, "?")
+int8 = _register_dtype("int8", kDLInt, 8, 1, "b")
+int16 = _register_dtype("int16", kDLInt, 16, 1, "h")
+int32 = _register_dtype("int32", kDLInt, 32, 1, "i")
+int64 = _register_dtype("int64", kDLInt, 64, 1, "q")
+uint8 = _register_dtype("uint8", kDLUInt, 8, 1, "B")
+uint16 = _register_dtype("uint16", kDLUInt, 16, 1, "H")
+uint32 = _register_dtype("uint32", kDLUInt, 32, 1, "I")
+uint64 = _register_dtype("uint64", kDLUInt, 64, 1, "Q")
+float16 = _register_dtype("float16", kDLFloat, 16, 1, "e")
+float32 = _register_dtype("float32", kDLFloat, 32, 1, "f")
+float64 = _register_dtype("float64", kDLFloat, 64, 1, "d")
+bfloat16 = _register_dtype("bfloat16", kDLBfloat, 16, 1, NULL)
+complex32 = _register_dtype("complex32", kDLComplex, 32, 1, NULL)
+complex64 = _register_dtype("complex64", kDLComplex, 64, 1, "Zf")
+complex128 = _register_dtype("complex128", kDLComplex, 128, 1, "Zd")
+float8_e3m4 = _register_dtype("float8_e3m4", kDLFloat8_e3m4, 8, 1, NULL)
+float8_e4m3 = _register_dtype("float8_e4m3", kDLFloat8_e4m3, 8, 1, NULL)
+float8_e4m3b11fnuz = _register_dtype("float8_e4m3b11fnuz", kDLFloat8_e4m3b11fnuz, 8, 1, NULL)
+float8_e4m3fn = _register_dtype("float8_e4m3fn", kDLFloat8_e4m3fn, 8, 1, NULL)
+float8_e4m3fnuz = _register_dtype("float8_e4m3fnuz", kDLFloat8_e4m3fnuz, 8, 1, NULL)
+float8_e5m2 = _register_dtype("float8_e5m2", kDLFloat8_e5m2, 8, 1, NULL)
+float8_e5m2fnuz = _register_dtype("float8_e5m2fnuz", kDLFloat8_e5m2fnuz, 8, 1, NULL)
+float8_e8m0fnu = _register_dtype("float8_e8m0fnu", kDLFloat8_e8m0fnu, 8, 1, NULL)
+float6_e2m3fn = _register_dtype("float6_e2m3fn", kDLFloat6_e2m3fn, 6, 1, NULL)
+float6_e3m2fn = _register_dtype("float6_e3m2fn", kDLFloat6_e3m2fn, 6, 1, NULL)
+float4_e2m1fn = _register_dtype("float4_e2m1fn", kDLFloat4_e2m1fn, 4, 1, NULL)
+# PyTorch exchanges its float4_e2m1fn_x2 (two values packed in a byte) as (17, 4, 2).
+float4_e2m1fn_x2 = _register_dtype("float4_e2m1fn_x2", kDLFloat4_e2m1fn, 4, 2, NULL)
+
+cdef DType _float32 = float32
+
+
+cdef DType dtype_from_dl(DLDataType dt):
+    """The interned DType for a DLDataType, or None when dlinterop has none for it."""
+    return _dtype_by_key.get(_dtype_key(dt.code, dt.bits, dt.lanes))
+
+
+cdef inline bint _is_packed_subbyte(DLDataType dt) noexcept nogil:
+    return dt.bits * dt.lanes < 8
+
+
+cdef DType _dtype_from_numpy(object x):
+    import numpy
+    cdef object npdt = numpy.dtype(x)
+    if not npdt.isnative and npdt.itemsize > 1:
+        raise ValueError(f"non-native byte order {npdt.str!r} has no DLPack data type")
+    kind = npdt.kind
+    bits = npdt.itemsize * 8
+    if kind == "b":
+        return bool_
+    if kind in "iufc":
+        name = {"i": "int", "u": "uint", "f": "float", "c": "complex"}[kind] + str(bits)
+    else:
+        name = npdt.name   # ml_dtypes types carry their DLPack names
+    found = _dtype_by_name.get(name)
+    if found is None:
+        raise ValueError(f"NumPy dtype {npdt!r} has no DLPack data type")
+    return found
+
+
+def dtype(x):
+    """Return the DType for `x`: a DType, a name, a NumPy dtype or scalar type (ml_dtypes
+    types included), a torch dtype, or a (code, bits, lanes) tuple."""
+    if type(x) is DType:
+        return x
+    if type(x) is str:
+        found = _dtype_by_name.get(x)
+        if found is None:
+            raise ValueError(f"unknown data type name {x!r}")
+        return found
+    if type(x) is tuple:
+        if len(x) != 3 or not all(isinstance(v, int) for v in x):
+            raise TypeError(f"a data type tuple is (code, bits, lanes) of ints, got {x!r}")
+        code, bits, lanes = x
+        if not (0 <= code < 256 and 0 <= bits < 256 and 0 <= lanes < 65536):
+            raise ValueError(f"no DLPack data type has (code, bits, lanes) = {x!r}")
+        found = _dtype_by_key.get(_dtype_key(code, bits, lanes))
+        if found is None:
+            raise ValueError(f"no DLPack data type has (code, bits, lanes) = {x!r}")
+        return found
+    cls = type(x)
+    module = getattr(cls, "__module__", "") or ""
+    if module == "torch" and cls.__name__ == "dtype":
+        name = str(x).rpartition(".")[2]
+        found = _dtype_by_name.get(name)
+        if found is None:
+            raise ValueError(f"{x} has no DLPack data type")
+        return found
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and (isinstance(x, numpy.dtype) or (
+            isinstance(x, type) and issubclass(x, numpy.generic))):
+        return _dtype_from_numpy(x)
+    if hasattr(x, "__dlpack_data_type__"):
+        return dtype(tuple(x.__dlpack_data_type__()))
+    raise TypeError(
+        f"cannot interpret {x!r} as a data type; pass a dl.DType, a name such as 'float32', "
+        "a NumPy dtype or a (code, bits, lanes) tuple")
+
+
+cdef DType _dtype_from_buffer_format(const char* fmt, Py_ssize_t itemsize):
+    """The DType of a buffer-protocol element, or None when it has none."""
+    if fmt == NULL:
+        return uint8 if itemsize == 1 else None
+    cdef bytes f = fmt
+    if f[:1] in (b"@", b"=", b"<"):
+        f = f[1:]
+    elif f[:1] in (b">", b"!"):
+        if itemsize != 1:
+            return None
+        f = f[1:]
+    if f == b"?":
+        return bool_ if itemsize == 1 else None
+    if f in (b"Zf", b"Zd"):
+        return {8: complex64, 16: complex128}.get(itemsize)
+    if len(f) != 1:
+        return None
+    if f in b"bhilqn":
+        return {1: int8, 2: int16, 4: int32, 8: int64}.get(itemsize)
+    if f in b"BHILQNc":
+        return {1: uint8, 2: uint16, 4: uint32, 8: uint64}.get(itemsize)
+    if f in b"efd":
+        return {2: float16, 4: float32, 8: float64}.get(itemsize)
+    return None

@@ -1,0 +1,208 @@
+# Export: Tensor.__dlpack__ and to_capsule. One malloc holds the managed struct with its
+# shape and strides; the capsule is made before the Tensor's reference is taken, so nothing
+# can fail after ownership has moved.
+
+cdef const char* NAME_LEGACY = "dltensor"
+cdef const char* NAME_VERSIONED = "dltensor_versioned"
+cdef const char* NAME_USED_LEGACY = "used_dltensor"
+cdef const char* NAME_USED_VERSIONED = "used_dltensor_versioned"
+
+
+cdef void _release_owner(void* owner) noexcept nogil:
+    """Drops the exporter's reference to its Tensor from any thread, with or without the
+    GIL. After interpreter shutdown has begun the reference is leaked on purpose: touching
+    a finalising runtime from a foreign thread can crash, a few leaked bytes at exit cannot."""
+    cdef PyGILState_STATE state
+    cdef PyObject *exc_type
+    cdef PyObject *exc_value
+    cdef PyObject *exc_tb
+    if owner == NULL or not dli_interpreter_alive():
+        return
+    state = PyGILState_Ensure()
+    # Whatever exception is in flight where the capsule or Tensor dies must survive.
+    PyErr_Fetch(&exc_type, &exc_value, &exc_tb)
+    Py_DecRef(<PyObject*>owner)
+    PyErr_Restore(exc_type, exc_value, exc_tb)
+    PyGILState_Release(state)
+
+
+cdef void _versioned_deleter(DLManagedTensorVersioned* m) noexcept nogil:
+    if m == NULL:
+        return
+    _release_owner(m.manager_ctx)
+    free(m)
+    dli_export_finished()
+
+
+cdef void _legacy_deleter(DLManagedTensor* m) noexcept nogil:
+    if m == NULL:
+        return
+    _release_owner(m.manager_ctx)
+    free(m)
+    dli_export_finished()
+
+
+cdef void _versioned_capsule_destructor(PyObject* capsule) noexcept:
+    # Only an unconsumed capsule still owns its tensor; a consumer renamed it otherwise.
+    cdef DLManagedTensorVersioned* m
+    cdef PyObject *exc_type
+    cdef PyObject *exc_value
+    cdef PyObject *exc_tb
+    if PyCapsule_IsValid(capsule, NAME_VERSIONED):
+        m = <DLManagedTensorVersioned*>PyCapsule_GetPointer(capsule, NAME_VERSIONED)
+        if m.deleter != NULL:
+            PyErr_Fetch(&exc_type, &exc_value, &exc_tb)
+            m.deleter(m)
+            PyErr_Restore(exc_type, exc_value, exc_tb)
+
+
+cdef void _legacy_capsule_destructor(PyObject* capsule) noexcept:
+    cdef DLManagedTensor* m
+    cdef PyObject *exc_type
+    cdef PyObject *exc_value
+    cdef PyObject *exc_tb
+    if PyCapsule_IsValid(capsule, NAME_LEGACY):
+        m = <DLManagedTensor*>PyCapsule_GetPointer(capsule, NAME_LEGACY)
+        if m.deleter != NULL:
+            PyErr_Fetch(&exc_type, &exc_value, &exc_tb)
+            m.deleter(m)
+            PyErr_Restore(exc_type, exc_value, exc_tb)
+
+
+cdef inline void _copy_layout(DLTensor* dst, const DLTensor* src, int64_t* storage) noexcept nogil:
+    dst[0] = src[0]
+    if src.ndim > 0:
+        memcpy(storage, src.shape, src.ndim * sizeof(int64_t))
+        memcpy(storage + src.ndim, src.strides, src.ndim * sizeof(int64_t))
+        dst.shape = storage
+        dst.strides = storage + src.ndim
+    else:
+        # DLPack: no shape or strides for 0-d tensors.
+        dst.shape = NULL
+        dst.strides = NULL
+
+
+cdef object _make_versioned_capsule(Tensor t, uint32_t minor, uint64_t flags):
+    cdef size_t extra = 2 * t.dl.ndim * sizeof(int64_t)
+    cdef DLManagedTensorVersioned* m = <DLManagedTensorVersioned*>malloc(
+        sizeof(DLManagedTensorVersioned) + extra)
+    if m == NULL:
+        raise MemoryError()
+    m.version.major = 1
+    m.version.minor = minor
+    m.manager_ctx = <void*>t
+    m.deleter = _versioned_deleter
+    m.flags = flags
+    _copy_layout(&m.dl_tensor, &t.dl, <int64_t*>(m + 1))
+    try:
+        capsule = PyCapsule_New(m, NAME_VERSIONED, _versioned_capsule_destructor)
+    except BaseException:
+        free(m)
+        raise
+    Py_IncRef(<PyObject*>t)
+    dli_export_started()
+    return capsule
+
+
+cdef object _make_legacy_capsule(Tensor t):
+    cdef size_t extra = 2 * t.dl.ndim * sizeof(int64_t)
+    cdef DLManagedTensor* m = <DLManagedTensor*>malloc(sizeof(DLManagedTensor) + extra)
+    if m == NULL:
+        raise MemoryError()
+    m.manager_ctx = <void*>t
+    m.deleter = _legacy_deleter
+    _copy_layout(&m.dl_tensor, &t.dl, <int64_t*>(m + 1))
+    try:
+        capsule = PyCapsule_New(m, NAME_LEGACY, _legacy_capsule_destructor)
+    except BaseException:
+        free(m)
+        raise
+    Py_IncRef(<PyObject*>t)
+    dli_export_started()
+    return capsule
+
+
+cdef object _export(Tensor t, object stream, object max_version, object dl_device, object copy):
+    """Tensor.__dlpack__ with its keywords checked and applied (SPEC 6.1)."""
+    cdef bint versioned = False
+    cdef uint32_t minor = 0
+    cdef uint64_t flags = 0
+    cdef DLDevice target = t.dl.device
+    cdef Tensor src = t
+    if max_version is not None:
+        if (type(max_version) is not tuple or len(max_version) != 2
+                or not isinstance(max_version[0], int) or not isinstance(max_version[1], int)):
+            raise TypeError(f"max_version must be a (major, minor) tuple of ints, "
+                            f"got {max_version!r}")
+        if max_version[0] >= 1:
+            versioned = True
+            # The newest version dlinterop implements that does not exceed max_version.
+            if max_version[0] > 1 or max_version[1] >= DLPACK_MINOR_VERSION:
+                minor = DLPACK_MINOR_VERSION
+            else:
+                minor = max(max_version[1], 0)
+    _check_copy_arg(copy)
+    _check_stream_arg(t, stream)
+    if dl_device is not None:
+        if type(dl_device) is not tuple or len(dl_device) != 2:
+            raise TypeError(f"dl_device must be a (device_type, device_id) tuple, got {dl_device!r}")
+        target.device_type = <DLDeviceType>_as_int(dl_device[0], "dl_device type")
+        target.device_id = _as_int(dl_device[1], "dl_device index")
+    cdef bint same_device = (target.device_type == t.dl.device.device_type
+                             and target.device_id == t.dl.device.device_id)
+    if not same_device:
+        if not _can_copy_to(t.dl.device, target):
+            raise BufferError(f"cannot export a tensor on {t.device} to device "
+                              f"{tuple(dl_device)}: dlinterop cannot reach it")
+        if copy is False:
+            raise CopyError(f"exporting a tensor on {t.device} to device {tuple(dl_device)} "
+                            "needs a copy, and copy=False was given")
+    if copy is True or not same_device:
+        src = _copy_tensor(t, target)
+        flags |= DLPACK_FLAG_BITMASK_IS_COPIED
+    elif t.flags & DLPACK_FLAG_BITMASK_READ_ONLY:
+        if not versioned:
+            raise BufferError("read-only tensor cannot be exported as a legacy capsule; "
+                              "pass max_version=(1, 0) or copy=True")
+        flags |= DLPACK_FLAG_BITMASK_READ_ONLY
+    if versioned:
+        return _make_versioned_capsule(src, minor, flags)
+    return _make_legacy_capsule(src)
+
+
+cdef int _check_stream_arg(Tensor t, object stream) except -1:
+    cdef bint cuda = (t.dl.device.device_type == kDLCUDA
+                      or t.dl.device.device_type == kDLCUDAManaged)
+    if stream is None:
+        if cuda:
+            _cuda_stream_wait(t, 1)   # None means the legacy default stream
+        return 0
+    if isinstance(stream, bool) or not isinstance(stream, int):
+        raise TypeError(f"stream must be None or an int, got {type(stream).__name__}")
+    if cuda:
+        if stream == 0:
+            raise ValueError("stream=0 is ambiguous and not allowed for CUDA; use 1 for the "
+                             "legacy default stream or 2 for the per-thread default stream")
+        if stream < -1:
+            raise ValueError(f"invalid CUDA stream {stream}")
+        _cuda_stream_wait(t, stream)
+        return 0
+    if stream != -1:
+        raise ValueError(f"stream must be None or -1 for a tensor on {t.device}, got {stream}")
+    return 0
+
+
+def to_dlpack(Tensor tensor not None, *, versioned=False):
+    """A DLPack capsule sharing `tensor`'s memory: "dltensor" by default (as
+    torch.utils.dlpack.to_dlpack makes), "dltensor_versioned" with versioned=True."""
+    return to_capsule(tensor, versioned)
+
+
+cdef object to_capsule(Tensor t, bint versioned):
+    if versioned:
+        return _make_versioned_capsule(t, DLPACK_MINOR_VERSION,
+                                       t.flags & DLPACK_FLAG_BITMASK_READ_ONLY)
+    if t.flags & DLPACK_FLAG_BITMASK_READ_ONLY:
+        raise BufferError("read-only tensor cannot be exported as a legacy capsule; "
+                          "use versioned=True")
+    return _make_legacy_capsule(t)

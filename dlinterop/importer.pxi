@@ -1,0 +1,230 @@
+# Import: from_dlpack and the capsule consumer. A capsule is validated completely before it
+# is consumed; a rejected capsule keeps its name, so its own destructor later calls the
+# producer's deleter exactly once.
+
+cdef tuple _MAX_VERSION = (1, DLPACK_MINOR_VERSION)
+cdef tuple _KW_MAX_VERSION = ("max_version",)
+cdef str _DLPACK_METHOD = "__dlpack__"
+
+
+cdef int _validate_dltensor(const DLTensor* dl) except -1:
+    """Raises BufferError unless the DLTensor is one dlinterop can represent safely."""
+    cdef int64_t count = 1
+    cdef int64_t extent = 0
+    cdef int64_t span
+    cdef int64_t stride
+    cdef int i
+    if dl.ndim < 0 or dl.ndim > MAX_NDIM:
+        raise BufferError(f"DLTensor ndim must be between 0 and {MAX_NDIM}, got {dl.ndim}")
+    if dl.ndim > 0 and dl.shape == NULL:
+        raise BufferError(f"DLTensor has ndim {dl.ndim} but a NULL shape")
+    if _dtype_by_key.get(_dtype_key(dl.dtype.code, dl.dtype.bits, dl.dtype.lanes)) is None:
+        if dl.dtype.lanes != 1:
+            raise BufferError(f"DLTensor data type has {dl.dtype.lanes} lanes; dlinterop "
+                              "imports single-lane types only (and PyTorch's float4_e2m1fn_x2)")
+        raise BufferError(f"unsupported DLPack data type (code={dl.dtype.code}, "
+                          f"bits={dl.dtype.bits}, lanes={dl.dtype.lanes})")
+    if not _known_device_type(dl.device.device_type):
+        raise BufferError(f"unknown DLPack device type {<int>dl.device.device_type}")
+    if dl.device.device_id < 0:
+        raise BufferError(f"negative device index {dl.device.device_id}")
+    for i in range(dl.ndim):
+        if dl.shape[i] < 0:
+            raise BufferError(f"negative dimension {dl.shape[i]} in DLTensor shape")
+        if __builtin_mul_overflow(count, dl.shape[i], &count):
+            raise BufferError("DLTensor element count overflows int64")
+    if count == 0:
+        return 0
+    if dl.data == NULL:
+        raise BufferError("DLTensor has a NULL data pointer and a non-zero element count")
+    # The furthest element from element 0, in bytes, must be addressable.
+    if dl.strides == NULL:
+        extent = count - 1
+    else:
+        for i in range(dl.ndim):
+            stride = dl.strides[i]
+            if (stride == INT64_MIN
+                    or __builtin_mul_overflow(dl.shape[i] - 1, stride if stride >= 0 else -stride,
+                                              &span)
+                    or __builtin_add_overflow(extent, span, &extent)):
+                raise BufferError("DLTensor byte extent overflows int64")
+    if (__builtin_mul_overflow(extent + 1,
+                               <int64_t>((dl.dtype.bits * dl.dtype.lanes + 7) // 8), &extent)
+            or dl.byte_offset > <uint64_t>INT64_MAX
+            or __builtin_add_overflow(extent, <int64_t>dl.byte_offset, &extent)):
+        raise BufferError("DLTensor byte extent overflows int64")
+    return 0
+
+
+cdef Tensor _wrap_dltensor(const DLTensor* dl, uint64_t flags):
+    """A Tensor viewing a validated DLTensor, with its own copy of shape and strides."""
+    cdef Tensor t = Tensor.__new__(Tensor)
+    _reserve_shape(t, dl.ndim)
+    t.dl.data = dl.data
+    t.dl.device = dl.device
+    t.dl.dtype = dl.dtype
+    t.dl.byte_offset = dl.byte_offset
+    if dl.ndim > 0:
+        memcpy(t.dl.shape, dl.shape, dl.ndim * sizeof(int64_t))
+        if dl.strides != NULL:
+            memcpy(t.dl.strides, dl.strides, dl.ndim * sizeof(int64_t))
+        else:
+            _fill_c_strides(t.dl.strides, dl.shape, dl.ndim)
+    t.flags = flags & (DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED)
+    return t
+
+
+cdef Tensor tensor_from_managed(DLManagedTensorVersioned* m, bint readonly):
+    """Takes ownership of `m`: on success the Tensor calls its deleter when it dies; on
+    failure the deleter has already been called when the exception is raised."""
+    cdef Tensor t
+    try:
+        if m == NULL:
+            raise ValueError("NULL DLManagedTensorVersioned")
+        if m.version.major != 1:
+            raise BufferError(f"unsupported DLPack major version {m.version.major}; "
+                              "dlinterop implements 1.x")
+        _validate_dltensor(&m.dl_tensor)
+        t = _wrap_dltensor(&m.dl_tensor, m.flags)
+    except BaseException:
+        if m != NULL and m.deleter != NULL:
+            m.deleter(m)
+        raise
+    if readonly:
+        t.flags |= DLPACK_FLAG_BITMASK_READ_ONLY
+    t.managed_versioned = m
+    return t
+
+
+cdef Tensor _tensor_from_capsule(object capsule):
+    cdef const char* name = PyCapsule_GetName(capsule)
+    cdef DLManagedTensorVersioned* mv
+    cdef DLManagedTensor* ml
+    cdef Tensor t
+    if name == NULL:
+        raise ValueError("capsule has no name; expected a 'dltensor' or 'dltensor_versioned' "
+                         "DLPack capsule")
+    if strcmp(name, NAME_VERSIONED) == 0:
+        mv = <DLManagedTensorVersioned*>PyCapsule_GetPointer(<PyObject*>capsule, NAME_VERSIONED)
+        if mv.version.major != 1:
+            raise BufferError(f"unsupported DLPack major version {mv.version.major}; "
+                              "dlinterop implements 1.x")
+        _validate_dltensor(&mv.dl_tensor)
+        t = _wrap_dltensor(&mv.dl_tensor, mv.flags)
+        # Consume: from here the Tensor owns the managed tensor. SetName cannot fail on a
+        # valid capsule.
+        PyCapsule_SetName(capsule, NAME_USED_VERSIONED)
+        t.managed_versioned = mv
+    elif strcmp(name, NAME_LEGACY) == 0:
+        ml = <DLManagedTensor*>PyCapsule_GetPointer(<PyObject*>capsule, NAME_LEGACY)
+        _validate_dltensor(&ml.dl_tensor)
+        # A legacy capsule cannot say whether its memory may be written: assume not.
+        t = _wrap_dltensor(&ml.dl_tensor, DLPACK_FLAG_BITMASK_READ_ONLY)
+        PyCapsule_SetName(capsule, NAME_USED_LEGACY)
+        t.managed_legacy = ml
+    elif strcmp(name, NAME_USED_VERSIONED) == 0 or strcmp(name, NAME_USED_LEGACY) == 0:
+        raise ValueError("DLPack capsule already consumed: a capsule can be imported once")
+    else:
+        raise ValueError(f"capsule named {(<bytes>name).decode(errors='replace')!r} is not "
+                         "a DLPack capsule ('dltensor' or 'dltensor_versioned')")
+    t.owner_ref = capsule
+    return t
+
+
+cdef Tensor _view_of(Tensor src):
+    """A new Tensor sharing src's memory, as exporting and importing it would give."""
+    cdef Tensor t = _wrap_dltensor(&src.dl, src.flags & DLPACK_FLAG_BITMASK_READ_ONLY)
+    t.owner_ref = src
+    return t
+
+
+cdef object _call_dlpack(object obj, object kwargs):
+    """obj.__dlpack__(max_version=(1, 3), **kwargs), falling back to the pre-1.0 signature
+    (stream only) for producers that reject the new keywords with TypeError."""
+    cdef PyObject* args[2]
+    if kwargs is None:
+        args[0] = <PyObject*>obj
+        args[1] = <PyObject*>_MAX_VERSION
+        try:
+            return PyObject_VectorcallMethod(_DLPACK_METHOD, args, 1, _KW_MAX_VERSION)
+        except AttributeError:
+            if not hasattr(type(obj), "__dlpack__"):
+                raise TypeError(f"{type(obj).__name__} object is neither a DLPack capsule nor "
+                                "has __dlpack__; use dl.asarray for other array-likes") from None
+            raise
+        except TypeError:
+            if not hasattr(type(obj), "__dlpack__"):
+                raise
+            return obj.__dlpack__()
+    method = getattr(obj, "__dlpack__", None)
+    if method is None:
+        raise TypeError(f"{type(obj).__name__} object is neither a DLPack capsule nor has "
+                        "__dlpack__; use dl.asarray for other array-likes")
+    try:
+        return method(max_version=_MAX_VERSION, **kwargs)
+    except TypeError:
+        legacy = {"stream": kwargs["stream"]} if "stream" in kwargs else {}
+        return method(**legacy)
+
+
+def from_dlpack(obj, *, device=None, copy=None, stream=None):
+    """Import `obj` (a DLPack capsule, or any object with __dlpack__) as a Tensor, sharing
+    its memory unless a copy is requested (copy=True) or needed (another device=)."""
+    return _from_dlpack(obj, device, copy, stream)
+
+
+cdef Tensor tensor_from_object(object obj):
+    return _from_dlpack(obj, None, None, None)
+
+
+cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
+    cdef Tensor t
+    cdef DLDevice target
+    cdef dict kwargs = None
+    cdef type cls = type(obj)
+    if device is None and copy is None and stream is None:
+        if cls is Tensor:
+            return _view_of(<Tensor>obj)
+        if PyCapsule_CheckExact(obj):
+            return _tensor_from_capsule(obj)
+        return _tensor_from_capsule(_call_dlpack(obj, None))
+    _check_copy_arg(copy)
+    if device is not None:
+        target = _parse_device(device)
+    if cls is Tensor or PyCapsule_CheckExact(obj):
+        if stream is not None:
+            raise ValueError("stream= cannot be applied to a capsule or a dl.Tensor")
+        t = _view_of(<Tensor>obj) if cls is Tensor else _tensor_from_capsule(obj)
+    else:
+        kwargs = {}
+        if copy is not None:
+            kwargs["copy"] = copy
+        if stream is not None:
+            src_type = obj.__dlpack_device__()[0]
+            if src_type in (kDLCUDA, kDLCUDAManaged, kDLROCM):
+                kwargs["stream"] = stream
+            elif stream != -1:
+                raise ValueError(f"stream must be None or -1 for memory on device {src_type}")
+        if device is not None:
+            kwargs["dl_device"] = (<int>target.device_type, target.device_id)
+            try:
+                t = _tensor_from_capsule(_call_dlpack(obj, kwargs))
+            except BufferError:
+                # The producer cannot reach that device: import as is and copy ourselves.
+                if copy is False:
+                    raise
+                del kwargs["dl_device"]
+                t = _tensor_from_capsule(_call_dlpack(obj, kwargs))
+        else:
+            t = _tensor_from_capsule(_call_dlpack(obj, kwargs))
+    if device is not None and not (target.device_type == t.dl.device.device_type
+                                   and target.device_id == t.dl.device.device_id):
+        if copy is False:
+            raise CopyError(f"importing from {t.device} to {device_from_dl(target)} needs a "
+                            "copy, and copy=False was given")
+        return _copy_tensor(t, target)
+    if copy is True and not (t.flags & DLPACK_FLAG_BITMASK_IS_COPIED):
+        # Nobody said this memory is a private copy (a capsule, a legacy producer, or one
+        # that ignored copy=True): make one.
+        return _copy_tensor(t, t.dl.device)
+    return t

@@ -1,0 +1,139 @@
+#include "runtime.h"
+
+#include <Python.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Atomic int64_t live_buffers;
+static _Atomic int64_t live_bytes;
+static _Atomic int64_t peak_bytes;
+static _Atomic int64_t total_allocations;
+static _Atomic int64_t live_exports;
+
+void* dli_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out) {
+  /* Over-allocate and align by hand rather than posix_memalign: calloc keeps the lazily
+   * zeroed pages the kernel hands out for large blocks, which is what makes np.zeros cheap,
+   * and one code path serves both. */
+  size_t total = nbytes + alignment;
+  if (total < nbytes) return NULL;
+  void* base = zero ? calloc(1, total) : malloc(total);
+  if (base == NULL) return NULL;
+  uintptr_t addr = ((uintptr_t)base + alignment - 1) & ~((uintptr_t)alignment - 1);
+  *base_out = base;
+  atomic_fetch_add_explicit(&live_buffers, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&total_allocations, 1, memory_order_relaxed);
+  int64_t now = atomic_fetch_add_explicit(&live_bytes, (int64_t)nbytes, memory_order_relaxed) +
+                (int64_t)nbytes;
+  int64_t peak = atomic_load_explicit(&peak_bytes, memory_order_relaxed);
+  while (now > peak &&
+         !atomic_compare_exchange_weak_explicit(&peak_bytes, &peak, now, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+  }
+  return (void*)addr;
+}
+
+void dli_host_free(void* base, size_t nbytes) {
+  if (base == NULL) return;
+  free(base);
+  atomic_fetch_sub_explicit(&live_buffers, 1, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&live_bytes, (int64_t)nbytes, memory_order_relaxed);
+}
+
+void dli_stats_read(dli_stats* out) {
+  out->live_buffers = atomic_load(&live_buffers);
+  out->live_bytes = atomic_load(&live_bytes);
+  out->peak_bytes = atomic_load(&peak_bytes);
+  out->total_allocations = atomic_load(&total_allocations);
+  out->live_exports = atomic_load(&live_exports);
+}
+
+void dli_export_started(void) { atomic_fetch_add_explicit(&live_exports, 1, memory_order_relaxed); }
+
+void dli_export_finished(void) {
+  atomic_fetch_sub_explicit(&live_exports, 1, memory_order_relaxed);
+}
+
+int dli_interpreter_alive(void) {
+  if (!Py_IsInitialized()) return 0;
+#if PY_VERSION_HEX >= 0x030D0000
+  return !Py_IsFinalizing();
+#else
+  return !_Py_IsFinalizing();
+#endif
+}
+
+static void copy_dim(char* dst, const char* src, int dim, int ndim, const int64_t* shape,
+                     const int64_t* strides, size_t itemsize, char** dst_end) {
+  int64_t n = shape[dim];
+  ptrdiff_t step = (ptrdiff_t)(strides[dim] * (int64_t)itemsize);
+  if (dim == ndim - 1) {
+    if (step == (ptrdiff_t)itemsize) {
+      memcpy(dst, src, (size_t)n * itemsize);
+    } else {
+      for (int64_t i = 0; i < n; ++i) memcpy(dst + i * itemsize, src + i * step, itemsize);
+    }
+    *dst_end = dst + n * itemsize;
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    copy_dim(dst, src + i * step, dim + 1, ndim, shape, strides, itemsize, &dst);
+  }
+  *dst_end = dst;
+}
+
+void dli_copy_to_contiguous(char* dst, const char* src, int ndim, const int64_t* shape,
+                            const int64_t* strides, size_t itemsize) {
+  int64_t count = 1;
+  for (int i = 0; i < ndim; ++i) count *= shape[i];
+  if (count == 0) return;
+  if (ndim == 0) {
+    memcpy(dst, src, itemsize);
+    return;
+  }
+  /* Merge trailing C-contiguous dimensions into one so that the common cases (contiguous,
+   * row slices) become a single memcpy per outer index. */
+  int last = ndim - 1;
+  int64_t expected = 1;
+  while (last >= 0 && (shape[last] == 1 || strides[last] == expected)) {
+    expected *= shape[last];
+    --last;
+  }
+  if (last < 0) {
+    memcpy(dst, src, (size_t)count * itemsize);
+    return;
+  }
+  if (expected == 1) {
+    char* end;
+    copy_dim(dst, src, 0, ndim, shape, strides, itemsize, &end);
+    return;
+  }
+  /* ndim is at most 64 (checked on import and creation). */
+  int64_t merged_shape[65], merged_strides[65];
+  for (int i = 0; i <= last; ++i) {
+    merged_shape[i] = shape[i];
+    merged_strides[i] = strides[i];
+  }
+  merged_shape[last + 1] = expected;
+  merged_strides[last + 1] = 1;
+  char* end;
+  copy_dim(dst, src, 0, last + 2, merged_shape, merged_strides, itemsize, &end);
+}
+
+void dli_fill(char* dst, const char* pattern, size_t itemsize, int64_t count) {
+  if (count <= 0) return;
+  int all_zero = 1;
+  for (size_t i = 0; i < itemsize; ++i) all_zero &= pattern[i] == 0;
+  if (all_zero) {
+    memset(dst, 0, (size_t)count * itemsize);
+    return;
+  }
+  memcpy(dst, pattern, itemsize);
+  /* Doubling copies: log2(count) memcpy calls. */
+  size_t done = itemsize, total = (size_t)count * itemsize;
+  while (done < total) {
+    size_t chunk = done < total - done ? done : total - done;
+    memcpy(dst + done, dst, chunk);
+    done += chunk;
+  }
+}

@@ -1,0 +1,49 @@
+/*
+ * dlinterop's C runtime: the host allocator with its counters, the interpreter-liveness
+ * check deleters need, and the strided copy kernel. Plain C so that it can be called
+ * without the GIL from any thread.
+ */
+#ifndef DLINTEROP_RUNTIME_H_
+#define DLINTEROP_RUNTIME_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  int64_t live_buffers;
+  int64_t live_bytes;
+  int64_t peak_bytes;
+  int64_t total_allocations;
+  int64_t live_exports;
+} dli_stats;
+
+/* Returns memory aligned to `alignment` (a power of two) holding at least `nbytes`
+ * (never NULL for nbytes == 0), zero-filled when `zero` is set; *base_out receives the
+ * pointer to pass to dli_host_free. NULL when out of memory. */
+void* dli_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out);
+void dli_host_free(void* base, size_t nbytes);
+
+void dli_stats_read(dli_stats* out);
+void dli_export_started(void);
+void dli_export_finished(void);
+
+/* 1 when the interpreter can run Python code (initialised and not finalising). */
+int dli_interpreter_alive(void);
+
+/* Copies an n-d strided array (strides in elements, any sign) into a C-contiguous
+ * destination. itemsize in bytes. */
+void dli_copy_to_contiguous(char* dst, const char* src, int ndim, const int64_t* shape,
+                            const int64_t* strides, size_t itemsize);
+
+/* Fills a contiguous buffer with `count` copies of the `itemsize`-byte pattern. */
+void dli_fill(char* dst, const char* pattern, size_t itemsize, int64_t count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DLINTEROP_RUNTIME_H_ */
