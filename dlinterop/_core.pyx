@@ -32,9 +32,14 @@ cdef extern from "Python.h":
     # the capsule being destroyed, and the hot import path calls __dlpack__ without
     # creating a bound method.
     ctypedef void (*RawCapsuleDestructor)(PyObject*) noexcept
-    object PyCapsule_New(void* pointer, const char* name, RawCapsuleDestructor destructor)
-    bint PyCapsule_IsValid(PyObject* capsule, const char* name) noexcept
+    PyObject* PyCapsule_New_raw "PyCapsule_New"(void* pointer, const char* name,
+                                                RawCapsuleDestructor destructor) noexcept
+    const char* PyCapsule_GetName_raw "PyCapsule_GetName"(PyObject* capsule) noexcept
     void* PyCapsule_GetPointer(PyObject* capsule, const char* name) noexcept
+    PyObject* PyErr_Occurred() noexcept nogil
+    int PyGILState_Check() noexcept nogil
+    void* PyMem_Malloc(size_t) noexcept nogil
+    void PyMem_Free(void*) noexcept nogil
     object PyObject_VectorcallMethod(object name, PyObject** args, size_t nargsf, object kwnames)
     void Py_IncRef(PyObject*) noexcept nogil
     void Py_DecRef(PyObject*) noexcept nogil
@@ -53,12 +58,9 @@ cdef extern from "runtime.h" nogil:
         int64_t live_bytes
         int64_t peak_bytes
         int64_t total_allocations
-        int64_t live_exports
     void* dli_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out)
     void dli_host_free(void* base, size_t nbytes)
     void dli_stats_read(dli_stats* out)
-    void dli_export_started()
-    void dli_export_finished()
     int dli_interpreter_alive()
     void dli_copy_to_contiguous(char* dst, const char* src, int ndim, const int64_t* shape,
                                 const int64_t* strides, size_t itemsize)
@@ -100,5 +102,5 @@ def memory_stats(device="cpu"):
         "live_bytes": stats.live_bytes,
         "peak_bytes": stats.peak_bytes,
         "total_allocations": stats.total_allocations,
-        "live_exports": stats.live_exports,
+        "live_exports": _live_exports,
     }

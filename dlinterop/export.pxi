@@ -8,65 +8,66 @@ cdef const char* NAME_USED_LEGACY = "used_dltensor"
 cdef const char* NAME_USED_VERSIONED = "used_dltensor_versioned"
 
 
-cdef void _release_owner(void* owner) noexcept nogil:
-    """Drops the exporter's reference to its Tensor from any thread, with or without the
-    GIL. After interpreter shutdown has begun the reference is leaked on purpose: touching
-    a finalising runtime from a foreign thread can crash, a few leaked bytes at exit cannot."""
+# Capsules made and not yet released; changed only while holding the GIL.
+cdef Py_ssize_t _live_exports = 0
+
+
+cdef void _release_export(void* owner, void* block) noexcept nogil:
+    """Frees an exported block and drops its reference to the Tensor, from any thread,
+    with or without the GIL. After interpreter shutdown has begun both are leaked on
+    purpose: touching a finalising runtime from a foreign thread can crash, a few bytes
+    left at exit cannot."""
+    global _live_exports
     cdef PyGILState_STATE state
     cdef PyObject *exc_type
     cdef PyObject *exc_value
     cdef PyObject *exc_tb
-    if owner == NULL or not dli_interpreter_alive():
+    cdef bint ensure
+    if not dli_interpreter_alive():
         return
-    state = PyGILState_Ensure()
-    # Whatever exception is in flight where the capsule or Tensor dies must survive.
-    PyErr_Fetch(&exc_type, &exc_value, &exc_tb)
-    Py_DecRef(<PyObject*>owner)
-    PyErr_Restore(exc_type, exc_value, exc_tb)
-    PyGILState_Release(state)
+    ensure = not PyGILState_Check()
+    if ensure:
+        state = PyGILState_Ensure()
+    if PyErr_Occurred() != NULL:
+        # An exception in flight where the capsule or Tensor dies must survive unchanged.
+        PyErr_Fetch(&exc_type, &exc_value, &exc_tb)
+        Py_DecRef(<PyObject*>owner)
+        PyErr_Restore(exc_type, exc_value, exc_tb)
+    else:
+        Py_DecRef(<PyObject*>owner)
+    PyMem_Free(block)
+    _live_exports -= 1
+    if ensure:
+        PyGILState_Release(state)
 
 
 cdef void _versioned_deleter(DLManagedTensorVersioned* m) noexcept nogil:
-    if m == NULL:
-        return
-    _release_owner(m.manager_ctx)
-    free(m)
-    dli_export_finished()
+    if m != NULL:
+        _release_export(m.manager_ctx, m)
 
 
 cdef void _legacy_deleter(DLManagedTensor* m) noexcept nogil:
-    if m == NULL:
-        return
-    _release_owner(m.manager_ctx)
-    free(m)
-    dli_export_finished()
+    if m != NULL:
+        _release_export(m.manager_ctx, m)
 
+
+# Capsule destructors. Only an unconsumed capsule still owns its tensor: a consumer renames
+# it to used_* with a string of its own, so comparing the name pointer with ours is enough.
 
 cdef void _versioned_capsule_destructor(PyObject* capsule) noexcept:
-    # Only an unconsumed capsule still owns its tensor; a consumer renamed it otherwise.
     cdef DLManagedTensorVersioned* m
-    cdef PyObject *exc_type
-    cdef PyObject *exc_value
-    cdef PyObject *exc_tb
-    if PyCapsule_IsValid(capsule, NAME_VERSIONED):
+    if PyCapsule_GetName_raw(capsule) == NAME_VERSIONED:
         m = <DLManagedTensorVersioned*>PyCapsule_GetPointer(capsule, NAME_VERSIONED)
-        if m.deleter != NULL:
-            PyErr_Fetch(&exc_type, &exc_value, &exc_tb)
+        if m != NULL and m.deleter != NULL:
             m.deleter(m)
-            PyErr_Restore(exc_type, exc_value, exc_tb)
 
 
 cdef void _legacy_capsule_destructor(PyObject* capsule) noexcept:
     cdef DLManagedTensor* m
-    cdef PyObject *exc_type
-    cdef PyObject *exc_value
-    cdef PyObject *exc_tb
-    if PyCapsule_IsValid(capsule, NAME_LEGACY):
+    if PyCapsule_GetName_raw(capsule) == NAME_LEGACY:
         m = <DLManagedTensor*>PyCapsule_GetPointer(capsule, NAME_LEGACY)
-        if m.deleter != NULL:
-            PyErr_Fetch(&exc_type, &exc_value, &exc_tb)
+        if m != NULL and m.deleter != NULL:
             m.deleter(m)
-            PyErr_Restore(exc_type, exc_value, exc_tb)
 
 
 cdef inline void _copy_layout(DLTensor* dst, const DLTensor* src, int64_t* storage) noexcept nogil:
@@ -82,9 +83,23 @@ cdef inline void _copy_layout(DLTensor* dst, const DLTensor* src, int64_t* stora
         dst.strides = NULL
 
 
+cdef object _own_capsule(PyObject* capsule, void* block, Tensor t):
+    """Completes an export once PyCapsule_New has run: on failure frees the block; on
+    success takes the Tensor's reference, after which nothing can fail."""
+    global _live_exports
+    if capsule == NULL:
+        PyMem_Free(block)
+        raise MemoryError()
+    Py_IncRef(<PyObject*>t)
+    _live_exports += 1
+    result = <object>capsule
+    Py_DecRef(capsule)
+    return result
+
+
 cdef object _make_versioned_capsule(Tensor t, uint32_t minor, uint64_t flags):
     cdef size_t extra = 2 * t.dl.ndim * sizeof(int64_t)
-    cdef DLManagedTensorVersioned* m = <DLManagedTensorVersioned*>malloc(
+    cdef DLManagedTensorVersioned* m = <DLManagedTensorVersioned*>PyMem_Malloc(
         sizeof(DLManagedTensorVersioned) + extra)
     if m == NULL:
         raise MemoryError()
@@ -94,53 +109,54 @@ cdef object _make_versioned_capsule(Tensor t, uint32_t minor, uint64_t flags):
     m.deleter = _versioned_deleter
     m.flags = flags
     _copy_layout(&m.dl_tensor, &t.dl, <int64_t*>(m + 1))
-    try:
-        capsule = PyCapsule_New(m, NAME_VERSIONED, _versioned_capsule_destructor)
-    except BaseException:
-        free(m)
-        raise
-    Py_IncRef(<PyObject*>t)
-    dli_export_started()
-    return capsule
+    return _own_capsule(PyCapsule_New_raw(m, NAME_VERSIONED, _versioned_capsule_destructor), m, t)
 
 
 cdef object _make_legacy_capsule(Tensor t):
     cdef size_t extra = 2 * t.dl.ndim * sizeof(int64_t)
-    cdef DLManagedTensor* m = <DLManagedTensor*>malloc(sizeof(DLManagedTensor) + extra)
+    cdef DLManagedTensor* m = <DLManagedTensor*>PyMem_Malloc(sizeof(DLManagedTensor) + extra)
     if m == NULL:
         raise MemoryError()
     m.manager_ctx = <void*>t
     m.deleter = _legacy_deleter
     _copy_layout(&m.dl_tensor, &t.dl, <int64_t*>(m + 1))
-    try:
-        capsule = PyCapsule_New(m, NAME_LEGACY, _legacy_capsule_destructor)
-    except BaseException:
-        free(m)
-        raise
-    Py_IncRef(<PyObject*>t)
-    dli_export_started()
-    return capsule
+    return _own_capsule(PyCapsule_New_raw(m, NAME_LEGACY, _legacy_capsule_destructor), m, t)
+
+
+cdef int _negotiated_minor(object max_version) except -2:
+    """The minor version to stamp on a versioned capsule: the newest dlinterop implements
+    that does not exceed max_version; -1 when the consumer wants a legacy capsule."""
+    if max_version is None:
+        return -1
+    if (type(max_version) is not tuple or len(<tuple>max_version) != 2
+            or not isinstance((<tuple>max_version)[0], int)
+            or not isinstance((<tuple>max_version)[1], int)):
+        raise TypeError(f"max_version must be a (major, minor) tuple of ints, got {max_version!r}")
+    major, minor = max_version
+    if major < 1:
+        return -1
+    if major > 1 or minor >= DLPACK_MINOR_VERSION:
+        return DLPACK_MINOR_VERSION
+    return max(minor, 0)
 
 
 cdef object _export(Tensor t, object stream, object max_version, object dl_device, object copy):
     """Tensor.__dlpack__ with its keywords checked and applied (SPEC 6.1)."""
-    cdef bint versioned = False
-    cdef uint32_t minor = 0
     cdef uint64_t flags = 0
     cdef DLDevice target = t.dl.device
     cdef Tensor src = t
-    if max_version is not None:
-        if (type(max_version) is not tuple or len(max_version) != 2
-                or not isinstance(max_version[0], int) or not isinstance(max_version[1], int)):
-            raise TypeError(f"max_version must be a (major, minor) tuple of ints, "
-                            f"got {max_version!r}")
-        if max_version[0] >= 1:
-            versioned = True
-            # The newest version dlinterop implements that does not exceed max_version.
-            if max_version[0] > 1 or max_version[1] >= DLPACK_MINOR_VERSION:
-                minor = DLPACK_MINOR_VERSION
-            else:
-                minor = max(max_version[1], 0)
+    cdef int negotiated = _negotiated_minor(max_version)
+    cdef bint versioned = negotiated >= 0
+    cdef uint32_t minor = negotiated if versioned else 0
+    if (stream is None and dl_device is None and copy is None
+            and t.dl.device.device_type == kDLCPU):
+        # The common case: share the memory as it is.
+        if versioned:
+            return _make_versioned_capsule(t, minor, t.flags & DLPACK_FLAG_BITMASK_READ_ONLY)
+        if t.flags & DLPACK_FLAG_BITMASK_READ_ONLY:
+            raise BufferError("read-only tensor cannot be exported as a legacy capsule; "
+                              "pass max_version=(1, 0) or copy=True")
+        return _make_legacy_capsule(t)
     _check_copy_arg(copy)
     _check_stream_arg(t, stream)
     if dl_device is not None:

@@ -403,7 +403,7 @@ def full(shape, value, dtype=None, *, device="cpu", alignment=DEFAULT_ALIGNMENT)
             dtype = complex64
         else:
             raise TypeError(f"cannot infer a dtype from {type(value).__name__}; pass dtype=")
-    cdef DType dt = dtype if type(dtype) is DType else dl_dtype(dtype)
+    cdef DType dt = dtype if type(dtype) is DType else _dtype_of(dtype)
     cdef bytes pattern = _encode_scalar(dt, value)
     cdef Tensor t = _new_from_python(shape, dt, device, alignment, False)
     cdef int64_t count = _element_count(&t.dl)
@@ -418,7 +418,7 @@ def full(shape, value, dtype=None, *, device="cpu", alignment=DEFAULT_ALIGNMENT)
     return t
 
 
-dl_dtype = dtype   # the module-level dtype() under a name that parameters cannot shadow
+cdef object _dtype_of = dtype   # dtype() under a name that full()'s dtype parameter cannot shadow
 
 
 cdef bytes _replicate_subbyte(int code, int bits):

@@ -9,7 +9,6 @@ static _Atomic int64_t live_buffers;
 static _Atomic int64_t live_bytes;
 static _Atomic int64_t peak_bytes;
 static _Atomic int64_t total_allocations;
-static _Atomic int64_t live_exports;
 
 void* dli_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out) {
   /* Over-allocate and align by hand rather than posix_memalign: calloc keeps the lazily
@@ -45,14 +44,8 @@ void dli_stats_read(dli_stats* out) {
   out->live_bytes = atomic_load(&live_bytes);
   out->peak_bytes = atomic_load(&peak_bytes);
   out->total_allocations = atomic_load(&total_allocations);
-  out->live_exports = atomic_load(&live_exports);
 }
 
-void dli_export_started(void) { atomic_fetch_add_explicit(&live_exports, 1, memory_order_relaxed); }
-
-void dli_export_finished(void) {
-  atomic_fetch_sub_explicit(&live_exports, 1, memory_order_relaxed);
-}
 
 int dli_interpreter_alive(void) {
   if (!Py_IsInitialized()) return 0;

@@ -18,7 +18,6 @@ typedef struct {
   int64_t live_bytes;
   int64_t peak_bytes;
   int64_t total_allocations;
-  int64_t live_exports;
 } dli_stats;
 
 /* Returns memory aligned to `alignment` (a power of two) holding at least `nbytes`
@@ -28,8 +27,6 @@ void* dli_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out)
 void dli_host_free(void* base, size_t nbytes);
 
 void dli_stats_read(dli_stats* out);
-void dli_export_started(void);
-void dli_export_finished(void);
 
 /* 1 when the interpreter can run Python code (initialised and not finalising). */
 int dli_interpreter_alive(void);
