@@ -3,6 +3,23 @@
 Importing dlinterop never imports NumPy, PyTorch, JAX or CuPy, and never fails for lack
 of CUDA: `dl.cuda` is loaded on first use.
 """
+try:
+    from dlinterop import _core
+except ImportError:
+    # Run from a source checkout (python -m dlinterop in the repository root): the checkout
+    # shadows the installed package but has no compiled modules. Let the installed copy
+    # serve them.
+    import os as _os
+    import sys as _sys
+
+    _here = _os.path.realpath(__path__[0])
+    for _entry in _sys.path:
+        _candidate = _os.path.realpath(_os.path.join(_entry or ".", "dlinterop"))
+        if _candidate != _here and _os.path.isfile(_os.path.join(_candidate, "_build_config.py")):
+            __path__.append(_candidate)
+            break
+    from dlinterop import _core
+
 from dlinterop._core import (
     CopyError,
     Device,

@@ -24,7 +24,6 @@ import math
 import operator
 import struct
 import sys
-from pickle import PickleBuffer
 
 
 cdef extern from "Python.h":

@@ -1,5 +1,4 @@
 """Build facts and the include directory for downstream builds."""
-import importlib.metadata
 import importlib.util
 import os
 
@@ -20,10 +19,14 @@ PEERS = {
 
 def get_include():
     """The directory holding dlpack/dlpack.h, for a downstream extension's -I."""
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+    # _build_config is written by the build, so it sits in the installed package even when
+    # an editable install serves the Python sources from a checkout.
+    return os.path.join(os.path.dirname(os.path.abspath(_build_config.__file__)), "include")
 
 
 def _installed_version(module, distribution):
+    import importlib.metadata   # 10+ ms to import: only when asked
+
     if importlib.util.find_spec(module) is None:
         return None
     try:

@@ -214,6 +214,7 @@ cdef class Tensor:
         raw = _RawBytes.__new__(_RawBytes)
         (<_RawBytes>raw).tensor = src
         if protocol >= 5:
+            from pickle import PickleBuffer
             # Out-of-band when the pickler has a buffer_callback: zero-copy.
             return (_rebuild_tensor, (PickleBuffer(raw),) + meta)
         return (_rebuild_tensor, (bytes(memoryview(raw)),) + meta)
