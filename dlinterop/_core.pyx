@@ -37,6 +37,11 @@ cdef extern from "Python.h":
     void* PyCapsule_GetPointer(PyObject* capsule, const char* name) noexcept
     PyObject* PyErr_Occurred() noexcept nogil
     int PyGILState_Check() noexcept nogil
+    ctypedef struct PyTypeObject:
+        PyObject* tp_dict
+    void PyType_Modified(PyTypeObject*)
+    int PyDict_SetItemString(object, const char*, object) except -1
+    void PyErr_Clear() noexcept
     void* PyMem_Malloc(size_t) noexcept nogil
     void PyMem_Free(void*) noexcept nogil
     object PyObject_VectorcallMethod(object name, PyObject** args, size_t nargsf, object kwnames)
@@ -86,6 +91,14 @@ include "tensor.pxi"
 include "export.pxi"
 include "importer.pxi"
 include "bridge.pxi"
+include "exchange.pxi"
+
+
+cdef int raise_pending_error() except -1:
+    """Propagates the exception a C callee set; makes one if it set none."""
+    if PyErr_Occurred() == NULL:
+        raise BufferError("a DLPack producer reported failure without setting an exception")
+    return -1
 
 
 def memory_stats(device="cpu"):

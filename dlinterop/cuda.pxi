@@ -42,3 +42,22 @@ cdef DLDevice _cuda_device_of(uintptr_t pointer) except *:
 
 cdef int _cuda_wait_external_stream(object stream, DLDevice device) except -1:
     return 0
+
+
+cdef void* _device_alloc_nogil(size_t nbytes, DLDevice device, void** base) noexcept nogil:
+    return NULL   # no device allocator: the exchange API's allocator reports the failure
+
+
+cdef void _device_free_nogil(void* base, size_t nbytes, DLDevice device) noexcept nogil:
+    pass
+
+
+cdef void* _cuda_current_stream_nogil(int32_t device_id) noexcept nogil:
+    return NULL   # dlinterop issues no CUDA work without the allocator: the default stream
+
+
+cdef bint _cuda_sync_exchange(const DLPackExchangeAPI* api,
+                              DLManagedTensorVersioned* m) except -1:
+    """Orders the consumer's stream after the producer's current work stream for a tensor
+    imported through an exchange API. False when that cannot be done here."""
+    return False

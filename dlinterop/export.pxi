@@ -97,10 +97,11 @@ cdef object _own_capsule(PyObject* capsule, void* block, Tensor t):
     return result
 
 
-cdef object _make_versioned_capsule(Tensor t, uint32_t minor, uint64_t flags):
-    cdef size_t extra = 2 * t.dl.ndim * sizeof(int64_t)
+cdef DLManagedTensorVersioned* _new_versioned(Tensor t, uint32_t minor,
+                                              uint64_t flags) except NULL:
+    """A filled versioned managed tensor for `t` that does not yet own a reference to it."""
     cdef DLManagedTensorVersioned* m = <DLManagedTensorVersioned*>PyMem_Malloc(
-        sizeof(DLManagedTensorVersioned) + extra)
+        sizeof(DLManagedTensorVersioned) + 2 * t.dl.ndim * sizeof(int64_t))
     if m == NULL:
         raise MemoryError()
     m.version.major = 1
@@ -109,7 +110,22 @@ cdef object _make_versioned_capsule(Tensor t, uint32_t minor, uint64_t flags):
     m.deleter = _versioned_deleter
     m.flags = flags
     _copy_layout(&m.dl_tensor, &t.dl, <int64_t*>(m + 1))
+    return m
+
+
+cdef object _make_versioned_capsule(Tensor t, uint32_t minor, uint64_t flags):
+    cdef DLManagedTensorVersioned* m = _new_versioned(t, minor, flags)
     return _own_capsule(PyCapsule_New_raw(m, NAME_VERSIONED, _versioned_capsule_destructor), m, t)
+
+
+cdef DLManagedTensorVersioned* _make_versioned_managed(Tensor t, uint32_t minor,
+                                                       uint64_t flags) except NULL:
+    """An owning versioned managed tensor without a capsule (the exchange API's export)."""
+    global _live_exports
+    cdef DLManagedTensorVersioned* m = _new_versioned(t, minor, flags)
+    Py_IncRef(<PyObject*>t)
+    _live_exports += 1
+    return m
 
 
 cdef object _make_legacy_capsule(Tensor t):

@@ -182,11 +182,17 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
     cdef DLDevice target
     cdef dict kwargs = None
     cdef type cls = type(obj)
+    cdef const DLPackExchangeAPI* api
     if device is None and copy is None and stream is None:
         if cls is Tensor:
             return _view_of(<Tensor>obj)
         if PyCapsule_CheckExact(obj):
             return _tensor_from_capsule(obj)
+        api = _exchange_api_of(cls)
+        if api != NULL:
+            t = _import_through_exchange_api(api, obj)
+            if t is not None:
+                return t
         return _tensor_from_capsule(_call_dlpack(obj, None))
     _check_copy_arg(copy)
     if device is not None:
