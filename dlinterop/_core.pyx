@@ -107,7 +107,7 @@ def memory_stats(device="cpu"):
     cdef dli_stats stats
     cdef DLDevice dev = _parse_device(device)
     if dev.device_type != kDLCPU:
-        raise ValueError(f"no allocator statistics for {device_from_dl(dev)}")
+        return _cuda_stats(dev)
     dli_stats_read(&stats)
     return {
         "live_buffers": stats.live_buffers,

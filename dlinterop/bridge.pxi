@@ -59,6 +59,10 @@ cdef Tensor _tensor_from_buffer(object obj):
         raise TypeError(f"buffer format {fmt!r} (item size {v.itemsize}) has no DLPack data type")
     if v.ndim > MAX_NDIM:
         raise BufferError(f"buffer has {v.ndim} dimensions; at most {MAX_NDIM} are supported")
+    if v.ndim == 0:
+        # A scalar buffer (a NumPy scalar, a 0-d array): shape and strides are NULL by the
+        # buffer protocol's rules, and the tensor is 0-d, not (1,).
+        return _tensor_over(v.buf, 0, shape, NULL, dt, _CPU, v.readonly, holder)
     if v.shape == NULL:
         shape[0] = v.len // v.itemsize
         return _tensor_over(v.buf, 1, shape, NULL, dt, _CPU, v.readonly, holder)

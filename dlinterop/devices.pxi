@@ -65,8 +65,8 @@ cdef DLDevice _parse_device(object x) except *:
         if member is None:
             raise ValueError(f"unknown device {x!r}; expected a name such as 'cpu' or 'cuda:0'")
         try:
-            dev.device_id = int(index) if sep else 0
-        except ValueError:
+            dev.device_id = _as_int(int(index), "device index") if sep else 0
+        except (TypeError, ValueError):
             raise ValueError(f"bad device index in {x!r}") from None
         dev.device_type = member
     elif isinstance(x, tuple) and len(x) == 2:

@@ -140,15 +140,8 @@ cdef DType _dtype_from_numpy(object x):
     cdef object npdt = numpy.dtype(x)
     if not npdt.isnative and npdt.itemsize > 1:
         raise ValueError(f"non-native byte order {npdt.str!r} has no DLPack data type")
-    kind = npdt.kind
-    bits = npdt.itemsize * 8
-    if kind == "b":
-        return bool_
-    if kind in "iufc":
-        name = {"i": "int", "u": "uint", "f": "float", "c": "complex"}[kind] + str(bits)
-    else:
-        name = npdt.name   # ml_dtypes types carry their DLPack names
-    found = _dtype_by_name.get(name)
+    # NumPy's and ml_dtypes' names are DLPack's: float32, bool, complex64, bfloat16, ...
+    found = _dtype_by_name.get(npdt.name)
     if found is None:
         raise ValueError(f"NumPy dtype {npdt!r} has no DLPack data type")
     return found

@@ -51,12 +51,18 @@ cdef void _legacy_deleter(DLManagedTensor* m) noexcept nogil:
         _release_export(m.manager_ctx, m)
 
 
-# Capsule destructors. Only an unconsumed capsule still owns its tensor: a consumer renames
-# it to used_* with a string of its own, so comparing the name pointer with ours is enough.
+# Capsule destructors. Only an unconsumed capsule still owns its tensor. The name pointer is
+# almost always ours; a consumer that renamed it (to used_*, or back) set a string of its
+# own, so compare the text too.
+
+cdef inline bint _unconsumed(PyObject* capsule, const char* ours) noexcept:
+    cdef const char* name = PyCapsule_GetName_raw(capsule)
+    return name == ours or (name != NULL and strcmp(name, ours) == 0)
+
 
 cdef void _versioned_capsule_destructor(PyObject* capsule) noexcept:
     cdef DLManagedTensorVersioned* m
-    if PyCapsule_GetName_raw(capsule) == NAME_VERSIONED:
+    if _unconsumed(capsule, NAME_VERSIONED):
         m = <DLManagedTensorVersioned*>PyCapsule_GetPointer(capsule, NAME_VERSIONED)
         if m != NULL and m.deleter != NULL:
             m.deleter(m)
@@ -64,7 +70,7 @@ cdef void _versioned_capsule_destructor(PyObject* capsule) noexcept:
 
 cdef void _legacy_capsule_destructor(PyObject* capsule) noexcept:
     cdef DLManagedTensor* m
-    if PyCapsule_GetName_raw(capsule) == NAME_LEGACY:
+    if _unconsumed(capsule, NAME_LEGACY):
         m = <DLManagedTensor*>PyCapsule_GetPointer(capsule, NAME_LEGACY)
         if m != NULL and m.deleter != NULL:
             m.deleter(m)
@@ -183,12 +189,12 @@ cdef object _export(Tensor t, object stream, object max_version, object dl_devic
     cdef bint same_device = (target.device_type == t.dl.device.device_type
                              and target.device_id == t.dl.device.device_id)
     if not same_device:
-        if not _can_copy_to(t.dl.device, target):
-            raise BufferError(f"cannot export a tensor on {t.device} to device "
-                              f"{tuple(dl_device)}: dlinterop cannot reach it")
         if copy is False:
             raise CopyError(f"exporting a tensor on {t.device} to device {tuple(dl_device)} "
                             "needs a copy, and copy=False was given")
+        if not _can_copy_to(t.dl.device, target):
+            raise BufferError(f"cannot export a tensor on {t.device} to device "
+                              f"{tuple(dl_device)}: dlinterop cannot reach it")
     if copy is True or not same_device:
         src = _copy_tensor(t, target)
         flags |= DLPACK_FLAG_BITMASK_IS_COPIED

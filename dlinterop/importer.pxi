@@ -48,7 +48,7 @@ cdef int _validate_dltensor(const DLTensor* dl) except -1:
                                               &span)
                     or __builtin_add_overflow(extent, span, &extent)):
                 raise BufferError("DLTensor byte extent overflows int64")
-    if (__builtin_mul_overflow(extent + 1,
+    if (extent == INT64_MAX or __builtin_mul_overflow(extent + 1,
                                <int64_t>((dl.dtype.bits * dl.dtype.lanes + 7) // 8), &extent)
             or dl.byte_offset > <uint64_t>INT64_MAX
             or __builtin_add_overflow(extent, <int64_t>dl.byte_offset, &extent)):
@@ -139,6 +139,15 @@ cdef Tensor _view_of(Tensor src):
 
 
 cdef object _call_dlpack(object obj, object kwargs):
+    """The capsule obj.__dlpack__(max_version=(1, 3), **kwargs) returns."""
+    capsule = _call_dlpack_method(obj, kwargs)
+    if not PyCapsule_CheckExact(capsule):
+        raise TypeError(f"{type(obj).__name__}.__dlpack__ returned "
+                        f"{type(capsule).__name__}, not a DLPack capsule")
+    return capsule
+
+
+cdef object _call_dlpack_method(object obj, object kwargs):
     """obj.__dlpack__(max_version=(1, 3), **kwargs), falling back to the pre-1.0 signature
     (stream only) for producers that reject the new keywords with TypeError."""
     cdef PyObject* args[2]

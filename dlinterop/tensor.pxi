@@ -29,7 +29,18 @@ cdef class Tensor:
     exactly once."""
 
     def __cinit__(self):
+        # A valid empty float32 vector until a creator fills in the real layout, so that
+        # even Tensor.__new__(Tensor) is safe to use.
         self.shape_strides = self.inline_storage
+        self.inline_storage[0] = 0
+        self.inline_storage[1] = 1
+        self.dl.ndim = 1
+        self.dl.shape = self.inline_storage
+        self.dl.strides = self.inline_storage + 1
+        self.dl.dtype.code = kDLFloat
+        self.dl.dtype.bits = 32
+        self.dl.dtype.lanes = 1
+        self.dl.device.device_type = kDLCPU
 
     def __init__(self, *args, **kwargs):
         raise TypeError("Tensor cannot be constructed directly; use dl.empty, dl.zeros, "
@@ -157,6 +168,28 @@ cdef class Tensor:
                             f"{device_from_dl(target)} needs a copy, and copy=False was given")
         return _copy_tensor(self, target)
 
+    @property
+    def __cuda_array_interface__(self):
+        """Version 3 of Numba's CUDA array interface, for CUDA device and managed memory."""
+        if self.dl.device.device_type != kDLCUDA and self.dl.device.device_type != kDLCUDAManaged:
+            raise AttributeError(f"a tensor on {self.device} has no __cuda_array_interface__")
+        cdef DType dt = dtype_from_dl(self.dl.dtype)
+        typestr = _TYPESTR_KINDS.get(self.dl.dtype.code)
+        if typestr is None or self.dl.dtype.lanes != 1:
+            raise AttributeError(f"__cuda_array_interface__ cannot describe {dt.name}")
+        stream = 1   # the legacy default stream, where dlinterop works unless told otherwise
+        if _cuda is not None:
+            stream = _cuda.current_stream_ptr(self.dl.device.device_id) or 1
+        return {
+            "shape": self.shape,
+            "typestr": ("|" if dt.itemsize == 1 else "<") + typestr + str(dt.itemsize),
+            "data": (self.data_ptr, self.readonly),
+            "version": 3,
+            "strides": None if _is_c_contiguous(&self.dl) else tuple(
+                [s * dt.itemsize for s in self.strides]),
+            "stream": stream,
+        }
+
     # -- buffer protocol ----------------------------------------------------------------
 
     def __getbuffer__(self, Py_buffer* buf, int flags):
@@ -258,6 +291,10 @@ def _rebuild_tensor(data, shape, dtype_triple, readonly):
     if readonly:
         t.flags |= DLPACK_FLAG_BITMASK_READ_ONLY
     return t
+
+
+cdef dict _TYPESTR_KINDS = {kDLBool: "b", kDLInt: "i", kDLUInt: "u", kDLFloat: "f",
+                            kDLComplex: "c"}
 
 
 cdef bint _is_c_contiguous(const DLTensor* dl) noexcept nogil:
@@ -390,6 +427,9 @@ def zeros(shape, dtype="float32", *, device="cpu", alignment=DEFAULT_ALIGNMENT):
     return _new_from_python(shape, dtype, device, alignment, True)
 
 
+cdef object _dtype_of = dtype   # dtype() under a name that full()'s dtype parameter cannot shadow
+
+
 def full(shape, value, dtype=None, *, device="cpu", alignment=DEFAULT_ALIGNMENT):
     """A new Tensor filled with `value`. Without a dtype it is inferred from the value as
     PyTorch does: bool -> bool, int -> int64, float -> float32, complex -> complex64."""
@@ -406,12 +446,12 @@ def full(shape, value, dtype=None, *, device="cpu", alignment=DEFAULT_ALIGNMENT)
             raise TypeError(f"cannot infer a dtype from {type(value).__name__}; pass dtype=")
     cdef DType dt = dtype if type(dtype) is DType else _dtype_of(dtype)
     cdef bytes pattern = _encode_scalar(dt, value)
-    cdef Tensor t = _new_from_python(shape, dt, device, alignment, False)
-    cdef int64_t count = _element_count(&t.dl)
-    if dt.dl.bits * dt.dl.lanes < 8:
-        # Packed sub-byte values: replicate the code across the byte, then fill bytes.
-        pattern = _replicate_subbyte(pattern[0], dt.dl.bits * dt.dl.lanes)
-        count = _storage_bytes(count, dt.dl)
+    cdef Tensor t
+    cdef int64_t count, tail
+    if dt.dl.bits < 8:
+        return _full_packed(shape, pattern[0], dt, device, alignment)
+    t = _new_from_python(shape, dt, device, alignment, False)
+    count = _element_count(&t.dl)
     if t.dl.device.device_type == kDLCPU:
         dli_fill(<char*>t.dl.data, pattern, len(pattern), count)
     else:
@@ -419,18 +459,22 @@ def full(shape, value, dtype=None, *, device="cpu", alignment=DEFAULT_ALIGNMENT)
     return t
 
 
-cdef object _dtype_of = dtype   # dtype() under a name that full()'s dtype parameter cannot shadow
-
-
-cdef bytes _replicate_subbyte(int code, int bits):
-    cdef int byte = 0
-    cdef int shift = 0
-    while shift < 8:
-        byte |= (code & ((1 << bits) - 1)) << shift
-        shift += bits
-    if 8 % bits:
-        raise TypeError(f"cannot fill a packed {bits}-bit type")
-    return bytes([byte])
+cdef Tensor _full_packed(object shape, int code, DType dt, object device, object alignment):
+    """full() for packed sub-byte types: codes of dt.bits bits, little bit-endian, every
+    lane the same. One period of the bit pattern is lcm(bits, 8) bits long."""
+    cdef int bits = dt.dl.bits
+    cdef int period_bits = bits * 8 // math.gcd(bits, 8)
+    cdef int per_period = period_bits // bits
+    cdef bytes period = sum(code << (i * bits) for i in range(per_period)).to_bytes(
+        period_bits // 8, "little")
+    cdef Tensor t = _new_from_python(shape, dt, "cpu", alignment, False)
+    cdef int64_t nbytes = _storage_bytes(_element_count(&t.dl), dt.dl)
+    cdef int64_t whole = nbytes // len(period)
+    dli_fill(<char*>t.dl.data, period, len(period), whole)
+    memcpy(<char*>t.dl.data + whole * len(period), <const char*>period, nbytes - whole * len(period))
+    if device is None or device == "cpu":
+        return t
+    return t.copy(device=device)
 
 
 cdef bytes _encode_scalar(DType dt, object value):
@@ -441,6 +485,9 @@ cdef bytes _encode_scalar(DType dt, object value):
             return struct.pack("?", bool(value))
         if code == kDLFloat:
             return _pack_float(fmt, float(value))
+        if isinstance(value, float):
+            # Truncates toward zero, as NumPy and PyTorch do; NaN and inf raise.
+            value = int(value)
         try:
             return struct.pack(fmt, operator.index(value))
         except struct.error:
@@ -474,7 +521,7 @@ cdef bytes _pack_float(str fmt, double value):
 
 cdef Tensor _copy_tensor(Tensor src, DLDevice target):
     cdef Tensor out
-    if not (_host_accessible(src.dl.device.device_type) and _host_accessible(target.device_type)):
+    if src.dl.device.device_type != kDLCPU or target.device_type != kDLCPU:
         return _device_copy(src, target)
     if _is_packed_subbyte(src.dl.dtype) and not _is_c_contiguous(&src.dl):
         raise BufferError("cannot copy a strided tensor of a packed sub-byte type")

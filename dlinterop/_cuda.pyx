@@ -1,0 +1,245 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""dlinterop._cuda: the CUDA allocator and streams. Built only when CMake finds a CUDA
+compiler, with the CUDA runtime linked statically: it imports where there is no toolkit,
+driver or GPU, and then reports device_count() == 0."""
+
+from libc.stdint cimport int32_t, int64_t, uintptr_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
+
+from dlinterop.dlpack cimport DLDevice, DLDeviceType
+
+from dlinterop.cuda import CUDAError, CUDAOutOfMemoryError
+
+
+cdef extern from "cuda_layer.h" nogil:
+    int dli_cuda_device_count(int* out)
+    int dli_cuda_runtime_version(int* out)
+    int dli_cuda_driver_version(int* out)
+    const char* dli_cuda_error_name(int err)
+    const char* dli_cuda_error_string(int err)
+    int dli_cuda_is_out_of_memory(int err)
+    int dli_cuda_malloc(int kind, int device, size_t nbytes, int zero, void* stream, void** out)
+    int dli_cuda_free(int kind, int device, void* ptr, void* stream)
+    int dli_cuda_memcpy(void* dst, const void* src, size_t nbytes, void* stream)
+    int dli_cuda_gather(void* dst, const void* src, int ndim, const int64_t* shape,
+                        const int64_t* strides, size_t itemsize, int device, void* stream)
+    int dli_cuda_fill(void* dst, const void* pattern, size_t itemsize, int64_t count, int device,
+                      void* stream)
+    int dli_cuda_stream_create(int device, void** out)
+    int dli_cuda_stream_destroy(int device, void* stream)
+    int dli_cuda_stream_synchronize(void* stream)
+    int dli_cuda_device_synchronize(int device)
+    int dli_cuda_stream_wait(int device, void* producer, void* consumer)
+    int dli_cuda_pointer_device(const void* ptr, int* device, int* device_type)
+    void* dli_cuda_current_stream(int device)
+    void dli_cuda_set_current_stream(int device, void* stream)
+
+
+cdef int check(int err) except -1:
+    """Turns a CUDA runtime error code into CUDAError (CUDAOutOfMemoryError for OOM)."""
+    if err == 0:
+        return 0
+    name = dli_cuda_error_name(err).decode(errors="replace")
+    message = dli_cuda_error_string(err).decode(errors="replace")
+    cls = CUDAOutOfMemoryError if dli_cuda_is_out_of_memory(err) else CUDAError
+    raise cls(err, f"{name}: {message}")
+
+
+# ---- statistics per (memory kind, device) -------------------------------------------------
+# Changed only while holding the GIL, except by the nogil free below, which the GIL-free
+# exchange-API allocator's deleter uses; those frees are counted when the GIL is next taken.
+
+cdef dict _stats = {}
+
+
+cdef dict _stats_for(int kind, int device):
+    key = (kind, device)
+    entry = _stats.get(key)
+    if entry is None:
+        entry = _stats[key] = {"live_buffers": 0, "live_bytes": 0, "peak_bytes": 0,
+                               "total_allocations": 0, "live_exports": 0}
+    return entry
+
+
+def memory_stats(int kind, int device):
+    return dict(_stats_for(kind, device))
+
+
+def alloc(size_t nbytes, int kind, int device, bint zero):
+    """Allocates device (2), pinned host (3) or managed (13) memory; returns its address."""
+    cdef void* ptr = NULL
+    cdef void* stream = dli_cuda_current_stream(device)
+    with nogil:
+        err = dli_cuda_malloc(kind, device, nbytes, zero, stream, &ptr)
+    check(err)
+    entry = _stats_for(kind, device)
+    entry["live_buffers"] += 1
+    entry["live_bytes"] += nbytes
+    entry["total_allocations"] += 1
+    entry["peak_bytes"] = max(entry["peak_bytes"], entry["live_bytes"])
+    return <uintptr_t>ptr
+
+
+cdef void free_nogil(void* base, size_t nbytes, DLDevice device) noexcept nogil:
+    dli_cuda_free(<int>device.device_type, device.device_id, base,
+                  dli_cuda_current_stream(device.device_id))
+
+
+def release(uintptr_t ptr, size_t nbytes, int kind, int device):
+    """Frees memory from alloc() and updates the statistics."""
+    free_nogil(<void*>ptr, nbytes, _dldevice(kind, device))
+    entry = _stats_for(kind, device)
+    entry["live_buffers"] -= 1
+    entry["live_bytes"] -= nbytes
+
+
+cdef DLDevice _dldevice(int kind, int device):
+    cdef DLDevice d
+    d.device_type = <DLDeviceType>kind
+    d.device_id = device
+    return d
+
+
+cdef void* alloc_nogil(size_t nbytes, DLDevice device, void** base) noexcept nogil:
+    cdef void* ptr = NULL
+    if dli_cuda_malloc(<int>device.device_type, device.device_id, nbytes, 0,
+                       dli_cuda_current_stream(device.device_id), &ptr) != 0:
+        return NULL
+    base[0] = ptr
+    return ptr
+
+
+cdef void* current_stream_nogil(int32_t device) noexcept nogil:
+    return dli_cuda_current_stream(device)
+
+
+# The C entry points dlinterop._core calls without the GIL, published as one capsule.
+cdef extern from *:
+    """
+    typedef struct {
+      void* (*alloc_nogil)(size_t, DLDevice, void**);
+      void (*free_nogil)(void*, size_t, DLDevice);
+      void* (*current_stream_nogil)(int32_t);
+    } dli_cuda_table;
+    """
+    ctypedef struct dli_cuda_table:
+        void* (*alloc_nogil)(size_t, DLDevice, void**) noexcept nogil
+        void (*free_nogil)(void*, size_t, DLDevice) noexcept nogil
+        void* (*current_stream_nogil)(int32_t) noexcept nogil
+
+from cpython.pycapsule cimport PyCapsule_New
+
+cdef dli_cuda_table _table
+_table.alloc_nogil = alloc_nogil
+_table.free_nogil = free_nogil
+_table.current_stream_nogil = current_stream_nogil
+c_table = PyCapsule_New(&_table, "dlinterop._cuda.table", NULL)
+
+
+# ---- copies and fills ---------------------------------------------------------------------
+
+def copy_contiguous(uintptr_t dst, uintptr_t src, size_t nbytes, int device, bint sync):
+    """Copies nbytes between any two addresses the runtime knows, on the current stream;
+    waits for it when the host reads the result."""
+    cdef void* stream = dli_cuda_current_stream(device)
+    with nogil:
+        err = dli_cuda_memcpy(<void*>dst, <const void*>src, nbytes, stream)
+        if err == 0 and sync:
+            err = dli_cuda_stream_synchronize(stream)
+    check(err)
+
+
+def gather(uintptr_t dst, uintptr_t src, tuple shape, tuple strides, size_t itemsize,
+           int device):
+    """Gathers a strided array the device can read into contiguous memory it can write."""
+    cdef int64_t dims[64]
+    cdef int64_t steps[64]
+    cdef int ndim = len(shape)
+    cdef int i
+    for i in range(ndim):
+        dims[i] = shape[i]
+        steps[i] = strides[i]
+    cdef void* stream = dli_cuda_current_stream(device)
+    with nogil:
+        err = dli_cuda_gather(<void*>dst, <const void*>src, ndim, dims, steps, itemsize, device,
+                              stream)
+    check(err)
+
+
+def fill(uintptr_t dst, bytes pattern, int64_t count, int device):
+    cdef const char* p = pattern
+    cdef size_t itemsize = len(pattern)
+    cdef void* stream = dli_cuda_current_stream(device)
+    with nogil:
+        err = dli_cuda_fill(<void*>dst, p, itemsize, count, device, stream)
+    check(err)
+
+
+def stream_wait(int device, uintptr_t producer, uintptr_t consumer):
+    """Makes `consumer` wait for the work so far on `producer` (0 means dlinterop's current
+    stream; 1 and 2 are the legacy and per-thread default streams)."""
+    cdef void* p = <void*>producer if producer else dli_cuda_current_stream(device)
+    cdef void* c = <void*>consumer if consumer else dli_cuda_current_stream(device)
+    # NULL is the legacy default stream, which CUDA also names 1.
+    if p == NULL:
+        p = <void*>1
+    if c == NULL:
+        c = <void*>1
+    with nogil:
+        err = dli_cuda_stream_wait(device, p, c)
+    check(err)
+
+
+def pointer_device(uintptr_t ptr):
+    """(DLPack device type, device index) of an address the runtime knows."""
+    cdef int device = 0
+    cdef int device_type = 1
+    check(dli_cuda_pointer_device(<const void*>ptr, &device, &device_type))
+    return device_type, device
+
+
+# ---- devices and streams ------------------------------------------------------------------
+
+def device_count():
+    cdef int count = 0
+    if dli_cuda_device_count(&count) != 0:
+        return 0
+    return count
+
+
+def runtime_version():
+    cdef int version = 0
+    check(dli_cuda_runtime_version(&version))
+    return version
+
+
+def synchronize(int device):
+    with nogil:
+        err = dli_cuda_device_synchronize(device)
+    check(err)
+
+
+def current_stream_ptr(int device):
+    return <uintptr_t>dli_cuda_current_stream(device)
+
+
+def set_current_stream_ptr(int device, uintptr_t ptr):
+    dli_cuda_set_current_stream(device, <void*>ptr)
+
+
+def stream_create(int device):
+    cdef void* stream = NULL
+    check(dli_cuda_stream_create(device, &stream))
+    return <uintptr_t>stream
+
+
+def stream_destroy(int device, uintptr_t stream):
+    check(dli_cuda_stream_destroy(device, <void*>stream))
+
+
+def stream_synchronize(uintptr_t stream):
+    cdef void* s = <void*>stream
+    with nogil:
+        err = dli_cuda_stream_synchronize(s)
+    check(err)

@@ -1,0 +1,170 @@
+"""GPU tests: run by tests/gpu/run.sh on a machine with a CUDA GPU; skipped elsewhere."""
+import gc
+import time
+
+import pytest
+
+import dlinterop as dl
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not dl.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+MEMORY_KINDS = ["cuda", "cuda_host", "cuda_managed"]
+
+
+def stats(device):
+    return {k: v for k, v in dl.memory_stats(device).items() if k.startswith("live")}
+
+
+@pytest.fixture
+def cupy():
+    return pytest.importorskip("cupy")
+
+
+@pytest.fixture
+def torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    return torch
+
+
+@pytest.mark.parametrize("device", MEMORY_KINDS)
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bfloat16", "complex64", "bool"])
+def test_full_on_each_memory_kind_reads_back(device, dtype):
+    value = True if dtype == "bool" else 3
+    t = dl.full((5, 7), value, dtype, device=device)
+    assert t.device == f"{device}:0"
+    back = t.to("cpu")
+    assert back.device == "cpu:0"
+    ref = dl.full((5, 7), value, dtype)
+    assert _raw(back) == _raw(ref)
+
+
+def _raw(t):
+    import ctypes
+
+    return ctypes.string_at(t.data_ptr, t.nbytes)
+
+
+@pytest.mark.parametrize("device", MEMORY_KINDS)
+def test_zeros_and_copies_between_memory_kinds(device):
+    src = dl.full((64, 33), 2.5, "float32")
+    there = src.to(device)
+    assert _raw(there.to("cpu")) == _raw(src)
+    for other in MEMORY_KINDS:
+        assert _raw(there.to(other).to("cpu")) == _raw(src)
+    assert _raw(dl.zeros((3, 3), device=device).to("cpu")) == bytes(36)
+
+
+def test_strided_device_copy_gathers(cupy):
+    a = cupy.arange(24, dtype=cupy.float32).reshape(4, 6)[:, ::-2]
+    t = dl.from_dlpack(a)
+    c = t.copy()
+    assert c.is_contiguous()
+    assert cupy.array_equal(cupy.from_dlpack(c), a)
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda_managed"])
+def test_cupy_round_trip_is_zero_copy(cupy, device):
+    t = dl.full((128,), 1.0, "float32", device=device)
+    a = cupy.from_dlpack(t)
+    assert a.data.ptr == t.data_ptr
+    a += 1
+    back = dl.from_dlpack(a)
+    assert back.data_ptr == t.data_ptr
+    assert float(cupy.from_dlpack(back).sum()) == 256.0
+
+
+def test_torch_round_trip_is_zero_copy(torch):
+    t = dl.full((16, 16), 1.0, "float32", device="cuda")
+    x = torch.from_dlpack(t)
+    assert x.data_ptr() == t.data_ptr and x.is_cuda
+    y = torch.ones(8, 8, device="cuda")
+    u = dl.from_dlpack(y)
+    assert u.data_ptr == y.data_ptr() and u.device == "cuda:0"
+
+
+def test_pinned_memory_is_shared_with_the_cpu_without_copy():
+    t = dl.full((1000,), 7, "int32", device="cuda_host")
+    view = memoryview(t)
+    assert view[3] == 7
+    np = pytest.importorskip("numpy")
+    a = np.asarray(t)
+    assert a.ctypes.data == t.data_ptr
+
+
+def test_export_to_cpu_copies_with_is_copied_flag_and_copy_false_refuses():
+    t = dl.full((10,), 4.0, "float32", device="cuda")
+    with pytest.raises(dl.CopyError):
+        t.__dlpack__(max_version=(1, 3), dl_device=(1, 0), copy=False)
+    np = pytest.importorskip("numpy")
+    a = np.from_dlpack(t, device="cpu")
+    assert float(a.sum()) == 40.0
+
+
+def test_stream_zero_is_rejected():
+    t = dl.zeros(4, device="cuda")
+    with pytest.raises(ValueError):
+        t.__dlpack__(stream=0, max_version=(1, 3))
+    t.__dlpack__(stream=-1, max_version=(1, 3))
+    t.__dlpack__(stream=2, max_version=(1, 3))
+
+
+def test_consumer_stream_waits_for_producer_work(torch):
+    """Producer fills on stream A; torch consumes on stream B right away; the values must
+    be the filled ones, which only an event wait (not luck) guarantees with long work."""
+    n = 1 << 26
+    a = dl.cuda.Stream()
+    with a:
+        t = dl.full((n,), 3.0, "float32", device="cuda")   # long fill pending on A
+        for _ in range(5):
+            t = t.copy()
+    b = torch.cuda.Stream()
+    with torch.cuda.stream(b):
+        x = torch.from_dlpack(t)
+        total = x.sum()
+    b.synchronize()
+    assert float(total) == 3.0 * n
+
+
+def test_deleters_and_stats_back_to_baseline(cupy, torch):
+    gc.collect()
+    before = stats("cuda:0")
+    for _ in range(100):
+        t = dl.empty((256,), device="cuda")
+        a = cupy.from_dlpack(t)
+        x = torch.from_dlpack(t)
+        del t, a, x
+    gc.collect()
+    assert stats("cuda:0") == before
+
+
+def test_cuda_array_interface_is_v3_with_stream(cupy):
+    t = dl.full((3, 4), 1.0, "float32", device="cuda")
+    iface = t.__cuda_array_interface__
+    assert iface["version"] == 3 and iface["data"][0] == t.data_ptr
+    assert iface["stream"] is not None
+    a = cupy.asarray(t)
+    assert a.data.ptr == t.data_ptr
+    back = dl.asarray(a)
+    assert back.data_ptr == t.data_ptr
+
+
+def test_out_of_memory_is_memory_error():
+    with pytest.raises(MemoryError):
+        dl.empty((1 << 50,), "uint8", device="cuda")
+
+
+def test_host_to_device_bandwidth_is_measured(capsys):
+    nbytes = 256 << 20
+    src = dl.empty((nbytes,), "uint8", device="cuda_host")
+    start = time.perf_counter()
+    dst = src.to("cuda")
+    dl.cuda.synchronize()
+    elapsed = time.perf_counter() - start
+    with capsys.disabled():
+        print(f"\nH2D from pinned: {nbytes / elapsed / 1e9:.1f} GB/s")
+    assert dst.nbytes == nbytes
