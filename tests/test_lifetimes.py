@@ -1,0 +1,585 @@
+"""Ownership of exported capsules (SPEC 6.1, 6.2): reference counts, deleters that run
+exactly once on any thread and at shutdown, and exceptions that survive a capsule's death.
+
+A dlinterop capsule holds one reference to its Tensor; its deleter drops that reference,
+frees the managed struct and decrements memory_stats()["live_exports"]. So "the deleter
+ran exactly once" is checked as: the Tensor's refcount is back to its base (a second run
+would take it below) and live_exports is back to where it was.
+"""
+
+import ctypes
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import weakref
+
+import numpy as np
+import pytest
+
+import dlinterop as dl
+from forge import DLManagedTensor, DLManagedTensorVersioned, capsule_name
+
+MAX_VERSIONS = [None, (0, 0), (1, 0), (1, 3), (2, 0)]
+MV_IDS = ["None", "0.0", "1.0", "1.3", "2.0"]
+# max_version -> (capsule name, version stamped on a versioned capsule)
+EXPECTED = {
+    None: ("dltensor", None),
+    (0, 0): ("dltensor", None),
+    (1, 0): ("dltensor_versioned", (1, 0)),
+    (1, 3): ("dltensor_versioned", (1, 3)),
+    (2, 0): ("dltensor_versioned", (1, 3)),
+}
+parametrize_max_version = pytest.mark.parametrize("max_version", MAX_VERSIONS, ids=MV_IDS)
+
+# Private function objects, so that ctypes.pythonapi's shared ones keep their settings.
+_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+_set_name = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_SetName", ctypes.pythonapi))
+# A capsule keeps a raw pointer to its name: these bytes must outlive every capsule.
+_USED_NAMES = {"dltensor": b"used_dltensor", "dltensor_versioned": b"used_dltensor_versioned"}
+# A ctypes foreign call releases the GIL for its duration.
+_RAW_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def managed_struct(capsule):
+    """The capsule's DLManagedTensor[Versioned], read in place with forge's ctypes types."""
+    name = capsule_name(capsule)
+    address = _get_pointer(capsule, name.encode())
+    assert address
+    struct = DLManagedTensorVersioned if name == "dltensor_versioned" else DLManagedTensor
+    return struct.from_address(address)
+
+
+def live_exports():
+    return dl.memory_stats()["live_exports"]
+
+
+class CapsuleProducer:
+    """Hands a ready-made capsule to a consumer (NumPy) that only takes __dlpack__ objects."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, **kwargs):
+        capsule, self.capsule = self.capsule, None
+        return capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+@pytest.fixture
+def unraisable():
+    """Everything reported through sys.unraisablehook while the test runs."""
+    seen = []
+    old = sys.unraisablehook
+    sys.unraisablehook = seen.append
+    yield seen
+    sys.unraisablehook = old
+
+
+# --------------------------------------------------------------------------------------
+# Names, versions, struct contents
+# --------------------------------------------------------------------------------------
+
+@parametrize_max_version
+def test_capsule_name_follows_max_version(max_version):
+    t = dl.zeros((2, 3))
+    assert capsule_name(t.__dlpack__(max_version=max_version)) == EXPECTED[max_version][0]
+
+
+@parametrize_max_version
+def test_versioned_capsule_is_stamped_with_negotiated_version(max_version):
+    t = dl.full((2, 3), 1.5)
+    capsule = t.__dlpack__(max_version=max_version)
+    m = managed_struct(capsule)
+    version = EXPECTED[max_version][1]
+    if version is None:
+        assert isinstance(m, DLManagedTensor)
+    else:
+        assert (m.version.major, m.version.minor) == version
+        assert m.flags == 0
+    dlt = m.dl_tensor
+    assert dlt.data + dlt.byte_offset == t.data_ptr
+    assert (dlt.device.device_type, dlt.device.device_id) == (1, 0)
+    assert (dlt.dtype.code, dlt.dtype.bits, dlt.dtype.lanes) == (2, 32, 1)
+    assert [dlt.shape[i] for i in range(dlt.ndim)] == [2, 3]
+    assert [dlt.strides[i] for i in range(dlt.ndim)] == [3, 1]
+    assert m.deleter
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+def test_to_dlpack_name_and_version(versioned):
+    t = dl.zeros((4,))
+    capsule = dl.to_dlpack(t, versioned=versioned)
+    assert capsule_name(capsule) == ("dltensor_versioned" if versioned else "dltensor")
+    if versioned:
+        m = managed_struct(capsule)
+        assert (m.version.major, m.version.minor) == (1, 3)
+
+
+# --------------------------------------------------------------------------------------
+# Reference counts and live_exports
+# --------------------------------------------------------------------------------------
+
+@parametrize_max_version
+def test_unconsumed_capsule_holds_one_reference(max_version):
+    t = dl.zeros((2, 3))
+    base, exports = sys.getrefcount(t), live_exports()
+    capsule = t.__dlpack__(max_version=max_version)
+    assert sys.getrefcount(t) == base + 1
+    assert live_exports() == exports + 1
+    del capsule
+    assert sys.getrefcount(t) == base
+    assert live_exports() == exports
+
+
+@parametrize_max_version
+def test_capsule_consumed_by_dlinterop_released_when_consumer_dies(max_version):
+    t = dl.zeros((2, 3))
+    base, exports = sys.getrefcount(t), live_exports()
+    capsule = t.__dlpack__(max_version=max_version)
+    view = dl.from_dlpack(capsule)
+    assert capsule_name(capsule).startswith("used_")
+    del capsule
+    assert sys.getrefcount(t) == base + 1
+    assert view.data_ptr == t.data_ptr
+    del view
+    gc.collect()
+    assert sys.getrefcount(t) == base
+    assert live_exports() == exports
+
+
+@parametrize_max_version
+def test_capsule_consumed_by_numpy_released_when_consumer_dies(max_version):
+    t = dl.full((2, 3), 4.0)
+    base, exports = sys.getrefcount(t), live_exports()
+    capsule = t.__dlpack__(max_version=max_version)
+    array = np.from_dlpack(CapsuleProducer(capsule))
+    assert capsule_name(capsule).startswith("used_")
+    del capsule
+    assert sys.getrefcount(t) == base + 1
+    assert live_exports() == exports + 1
+    np.testing.assert_array_equal(array, np.full((2, 3), 4.0, np.float32))
+    del array
+    gc.collect()
+    assert sys.getrefcount(t) == base
+    assert live_exports() == exports
+
+
+@parametrize_max_version
+def test_consuming_twice_is_value_error(max_version):
+    t = dl.zeros((3,))
+    base = sys.getrefcount(t)
+    capsule = t.__dlpack__(max_version=max_version)
+    first = dl.from_dlpack(capsule)
+    with pytest.raises(ValueError, match="already consumed"):
+        dl.from_dlpack(capsule)
+    with pytest.raises(ValueError, match="already consumed"):
+        dl.from_dlpack(CapsuleProducer(capsule))
+    del first, capsule
+    gc.collect()
+    assert sys.getrefcount(t) == base
+
+
+def test_capsule_consumed_by_numpy_cannot_be_consumed_again():
+    t = dl.zeros((3,))
+    capsule = t.__dlpack__(max_version=(1, 3))
+    array = np.from_dlpack(CapsuleProducer(capsule))
+    with pytest.raises(ValueError, match="already consumed"):
+        dl.from_dlpack(capsule)
+    del array, capsule
+
+
+@parametrize_max_version
+def test_import_with_copy_releases_the_source_capsule_at_once(max_version):
+    t = dl.full((3,), 2.0)
+    base, exports = sys.getrefcount(t), live_exports()
+    capsule = t.__dlpack__(max_version=max_version)
+    copied = dl.from_dlpack(capsule, copy=True)
+    assert capsule_name(capsule).startswith("used_")
+    assert copied.data_ptr != t.data_ptr
+    assert sys.getrefcount(t) == base
+    assert live_exports() == exports
+    del capsule, copied
+    assert sys.getrefcount(t) == base
+
+
+# Bytes objects whose buffers serve as capsule names: they must outlive the capsules.
+_RESTORED_NAMES = {"dltensor": (b"used_dltensor", b"dltensor"),
+                   "dltensor_versioned": (b"used_dltensor_versioned", b"dltensor_versioned")}
+
+
+@pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "legacy"])
+def test_capsule_with_restored_unconsumed_name_still_runs_deleter(versioned):
+    # Regression: the destructors once compared the name *pointer* with dlinterop's own
+    # string, so a name restored by a consumer (equal text, other buffer) leaked the export.
+    t = dl.zeros((2,))
+    base, exports = sys.getrefcount(t), live_exports()
+    capsule = dl.to_dlpack(t, versioned=versioned)
+    used, unconsumed = _RESTORED_NAMES[capsule_name(capsule)]
+    assert _set_name(capsule, used) == 0
+    assert _set_name(capsule, unconsumed) == 0
+    assert capsule_name(capsule) == unconsumed.decode()
+    del capsule
+    assert live_exports() == exports
+    assert sys.getrefcount(t) == base
+
+
+def test_live_exports_goes_up_and_back_down():
+    tensors = [dl.zeros((i + 1,)) for i in range(4)]
+    exports = live_exports()
+    capsules = [t.__dlpack__(max_version=mv) for t in tensors for mv in MAX_VERSIONS]
+    assert live_exports() == exports + len(capsules)
+    consumed = [dl.from_dlpack(c) for c in capsules[::2]]
+    assert live_exports() == exports + len(capsules)
+    del capsules
+    assert live_exports() == exports + len(consumed)
+    del consumed
+    gc.collect()
+    assert live_exports() == exports
+
+
+# --------------------------------------------------------------------------------------
+# Producer and consumer dying in either order
+# --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("producer_dies_first", [True, False], ids=["producer-first",
+                                                                     "consumer-first"])
+@parametrize_max_version
+def test_dl_to_numpy_either_order(max_version, producer_dies_first):
+    before = dl.memory_stats()
+    t = dl.full((3, 2), 7.0)
+    capsule = t.__dlpack__(max_version=max_version)
+    array = np.from_dlpack(CapsuleProducer(capsule))
+    del capsule
+    if producer_dies_first:
+        del t
+        gc.collect()
+        assert dl.memory_stats()["live_buffers"] == before["live_buffers"] + 1
+        np.testing.assert_array_equal(array, np.full((3, 2), 7.0, np.float32))
+        del array
+    else:
+        del array
+        gc.collect()
+        assert live_exports() == before["live_exports"]
+        assert t.shape == (3, 2)
+        del t
+    gc.collect()
+    after = dl.memory_stats()
+    for key in ("live_buffers", "live_bytes", "live_exports"):
+        assert after[key] == before[key], key
+
+
+@pytest.mark.parametrize("producer_dies_first", [True, False], ids=["producer-first",
+                                                                     "consumer-first"])
+def test_dl_to_numpy_direct_either_order(producer_dies_first):
+    before = dl.memory_stats()
+    t = dl.full((5,), 3.0, dtype="float64")
+    array = np.from_dlpack(t)
+    first, second = ("t", "array") if producer_dies_first else ("array", "t")
+    namespace = {"t": t, "array": array}
+    del t, array
+    namespace.pop(first)
+    gc.collect()
+    if producer_dies_first:
+        np.testing.assert_array_equal(namespace["array"], np.full(5, 3.0))
+    namespace.pop(second)
+    gc.collect()
+    after = dl.memory_stats()
+    for key in ("live_buffers", "live_bytes", "live_exports"):
+        assert after[key] == before[key], key
+
+
+@pytest.mark.parametrize("producer_dies_first", [True, False], ids=["producer-first",
+                                                                     "consumer-first"])
+def test_numpy_to_dl_either_order(producer_dies_first):
+    array = np.arange(6.0).reshape(2, 3)
+    alive = weakref.ref(array)
+    base = sys.getrefcount(array)
+    t = dl.from_dlpack(array)
+    assert sys.getrefcount(array) > base
+    if producer_dies_first:
+        del array
+        gc.collect()
+        assert alive() is not None
+        np.testing.assert_array_equal(np.asarray(t), np.arange(6.0).reshape(2, 3))
+        del t
+    else:
+        del t
+        gc.collect()
+        assert sys.getrefcount(array) == base
+        del array
+    gc.collect()
+    assert alive() is None
+
+
+@pytest.mark.parametrize("producer_dies_first", [True, False], ids=["producer-first",
+                                                                     "consumer-first"])
+@parametrize_max_version
+def test_dl_to_dl_either_order(max_version, producer_dies_first):
+    before = dl.memory_stats()
+    t = dl.full((4,), 2.0)
+    u = dl.from_dlpack(t.__dlpack__(max_version=max_version))
+    if producer_dies_first:
+        del t
+        gc.collect()
+        assert np.asarray(u).tolist() == [2.0] * 4
+        del u
+    else:
+        del u
+        gc.collect()
+        del t
+    gc.collect()
+    after = dl.memory_stats()
+    for key in ("live_buffers", "live_bytes", "live_exports"):
+        assert after[key] == before[key], key
+
+
+# --------------------------------------------------------------------------------------
+# Exceptions in flight
+# --------------------------------------------------------------------------------------
+
+@parametrize_max_version
+def test_exception_survives_capsule_deleted_in_handler(max_version, unraisable):
+    t = dl.zeros((2,))
+    base = sys.getrefcount(t)
+    capsule = t.__dlpack__(max_version=max_version)
+    raised = KeyError("x")
+    try:
+        try:
+            raise raised
+        except KeyError:
+            del capsule
+            raise
+    except BaseException as caught:
+        assert caught is raised
+    assert sys.getrefcount(t) == base
+    assert unraisable == []
+
+
+@parametrize_max_version
+def test_exception_survives_capsule_dying_during_unwinding(max_version, unraisable):
+    # map() drops its reference to the capsule in C right after the call raised, i.e.
+    # while the TypeError is set: the capsule destructor and deleter run with it pending.
+    t = dl.zeros((2,))
+    base, exports = sys.getrefcount(t), live_exports()
+    with pytest.raises(TypeError, match="fromhex") as info:
+        list(map(bytes.fromhex, (t.__dlpack__(max_version=max_version) for _ in range(3))))
+    assert type(info.value) is TypeError
+    assert sys.getrefcount(t) == base
+    assert live_exports() == exports
+    assert unraisable == []
+
+
+@parametrize_max_version
+def test_exception_survives_consumer_tensor_dying_during_unwinding(max_version, unraisable):
+    t = dl.zeros((2,))
+    base, exports = sys.getrefcount(t), live_exports()
+    views = (dl.from_dlpack(t.__dlpack__(max_version=max_version)) for _ in range(3))
+    with pytest.raises(TypeError, match="fromhex"):
+        list(map(bytes.fromhex, views))
+    del views
+    assert sys.getrefcount(t) == base
+    assert live_exports() == exports
+    assert unraisable == []
+
+
+class _RejectedCapsuleProducer:
+    """Returns a real dlinterop capsule made unimportable (major version 2) after export:
+    the importer rejects it and drops the last reference with the BufferError set."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def __dlpack__(self, **kwargs):
+        capsule = self.tensor.__dlpack__(max_version=(1, 3))
+        managed_struct(capsule).version.major = 2
+        return capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def test_exception_survives_rejected_dl_capsule_dying_in_importer(unraisable):
+    t = dl.zeros((2,))
+    base, exports = sys.getrefcount(t), live_exports()
+    producer = _RejectedCapsuleProducer(t)
+    with pytest.raises(BufferError, match="major version 2") as info:
+        dl.from_dlpack(producer)
+    assert type(info.value) is BufferError
+    with pytest.raises(BufferError, match="major version 2"):
+        dl.from_dlpack(producer, copy=True)
+    assert sys.getrefcount(t) == base + 1  # producer.tensor
+    del producer
+    assert sys.getrefcount(t) == base
+    assert live_exports() == exports
+    assert unraisable == []
+
+
+_PYTHON_DELETER_SCRIPT = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {tests!r})
+    import dlinterop as dl
+    from forge import forge
+
+    for versioned in (True, False):
+        forged = forge(versioned=versioned)
+        def capsules():
+            # The capsule holds the only reference to a Tensor whose deleter is a Python
+            # (ctypes) callback: that callback must run with no exception set.
+            yield dl.from_dlpack(forged.capsule).__dlpack__(max_version=(1, 3))
+        try:
+            list(map(bytes.fromhex, capsules()))
+        except TypeError as error:
+            assert "fromhex" in str(error), error
+        else:
+            raise AssertionError("no TypeError")
+        assert forged.deleter_calls == 1, forged.deleter_calls
+    assert dl.memory_stats()["live_exports"] == 0
+""")
+
+
+def test_exception_survives_capsule_death_that_runs_python_deleters():
+    # In a subprocess: if the exception were set while the ctypes deleter runs, CPython
+    # 3.11 can crash while unwinding (see forge.py's caveat).
+    script = _PYTHON_DELETER_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stderr == ""
+
+
+# --------------------------------------------------------------------------------------
+# Deleters on other threads
+# --------------------------------------------------------------------------------------
+
+def _detach_deleter(capsule):
+    """Renames the capsule to used_* (so its destructor does nothing) and returns a
+    zero-argument callable that runs its deleter through a GIL-releasing ctypes call."""
+    name = capsule_name(capsule)
+    address = _get_pointer(capsule, name.encode())
+    struct = DLManagedTensorVersioned if name == "dltensor_versioned" else DLManagedTensor
+    deleter = ctypes.c_void_p.from_address(address + struct.deleter.offset).value
+    assert deleter
+    assert _set_name(capsule, _USED_NAMES[name]) == 0
+    function = _RAW_DELETER(deleter)
+    return lambda: function(address)
+
+
+@pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "legacy"])
+def test_deleter_called_from_another_thread_without_gil(versioned):
+    t = dl.zeros((8,))
+    base, exports = sys.getrefcount(t), live_exports()
+    capsule = dl.to_dlpack(t, versioned=versioned)
+    call_deleter = _detach_deleter(capsule)
+    assert sys.getrefcount(t) == base + 1
+    thread = threading.Thread(target=call_deleter)
+    thread.start()
+    thread.join()
+    assert sys.getrefcount(t) == base
+    assert live_exports() == exports
+    del capsule  # used_*: its destructor must not run the deleter a second time
+    assert sys.getrefcount(t) == base
+    assert live_exports() == exports
+
+
+def test_deleters_called_concurrently_from_many_threads():
+    t = dl.zeros((8,))
+    base, exports = sys.getrefcount(t), live_exports()
+    capsules = [dl.to_dlpack(t, versioned=bool(i % 2)) for i in range(64)]
+    calls = [_detach_deleter(c) for c in capsules]
+    assert sys.getrefcount(t) == base + 64
+    start = threading.Barrier(8)
+
+    def worker(chunk):
+        start.wait()
+        for call in chunk:
+            call()
+
+    threads = [threading.Thread(target=worker, args=(calls[i::8],)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sys.getrefcount(t) == base
+    assert live_exports() == exports
+    del capsules
+
+
+def test_capsules_released_on_other_threads():
+    t = dl.zeros((8,))
+    base, exports = sys.getrefcount(t), live_exports()
+    capsules = [t.__dlpack__(max_version=mv) for mv in MAX_VERSIONS * 4]
+    views = [dl.from_dlpack(c) for c in capsules[::3]]
+    box = [capsules, views]
+    del capsules, views
+    thread = threading.Thread(target=box.clear)
+    thread.start()
+    thread.join()
+    assert sys.getrefcount(t) == base
+    assert live_exports() == exports
+
+
+# --------------------------------------------------------------------------------------
+# Interpreter shutdown
+# --------------------------------------------------------------------------------------
+
+_SHUTDOWN_SCRIPT = textwrap.dedent("""
+    import threading, time
+    import numpy as np
+    import dlinterop as dl
+
+    # Module globals, released while the interpreter finalises.
+    t = dl.zeros((4, 4))
+    capsules = [t.__dlpack__(max_version=mv) for mv in (None, (0, 0), (1, 0), (1, 3), (2, 0))]
+    legacy = dl.to_dlpack(dl.full((3,), 1.0))
+    numpy_view = np.from_dlpack(dl.full((5,), 2.0))
+    dl_view = dl.from_dlpack(np.arange(6.0))
+    chained = dl.from_dlpack(dl.to_dlpack(dl.zeros((2,)), versioned=True))
+
+    # Reference cycles, left for the final collection.
+    class Node:
+        pass
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    a.capsule = dl.zeros((8,)).__dlpack__(max_version=(1, 3))
+    b.tensor = dl.zeros((8,))
+    b.view = np.from_dlpack(b.tensor)
+    b.dl_view = dl.from_dlpack(b.tensor.__dlpack__(max_version=(1, 0)))
+    cycle = [dl.to_dlpack(dl.zeros((2, 2))), dl.zeros((3,))]
+    cycle.append(cycle)
+    del a, b, cycle
+
+    # Daemon threads: one holds capsules forever, one keeps making and dropping them.
+    ready = threading.Event()
+    def hold():
+        held = [dl.zeros((16,)).__dlpack__(max_version=(1, 3)) for _ in range(4)]
+        held.append(np.from_dlpack(dl.zeros((16,))))
+        held.append(dl.to_dlpack(dl.zeros((16,))))
+        ready.set()
+        while True:
+            time.sleep(0.005)
+    def churn():
+        source = dl.zeros((16,))
+        while True:
+            capsule = source.__dlpack__(max_version=(1, 3))
+            view = np.from_dlpack(source)
+            del capsule, view
+    threading.Thread(target=hold, daemon=True).start()
+    threading.Thread(target=churn, daemon=True).start()
+    ready.wait()
+    time.sleep(0.02)
+""")
+
+
+@pytest.mark.parametrize("run", range(3))
+def test_deleters_at_interpreter_shutdown_are_silent(run):
+    proc = subprocess.run([sys.executable, "-c", _SHUTDOWN_SCRIPT], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stderr == ""
