@@ -1,5 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-# cython: embedsignature=True, freethreading_compatible=False
+# cython: embedsignature=True, embedsignature.format=clinic, binding=False
+# cython: freethreading_compatible=False
 """dlinterop's core: data types, devices, the Tensor, DLPack export and import, and the
 bridge for objects without DLPack. The module is one extension so that the hot paths
 never cross a module boundary; each concern lives in the .pxi file named for it."""
@@ -44,7 +45,9 @@ cdef extern from "Python.h":
     void PyErr_Clear() noexcept
     void* PyMem_Malloc(size_t) noexcept nogil
     void PyMem_Free(void*) noexcept nogil
-    object PyObject_VectorcallMethod(object name, PyObject** args, size_t nargsf, object kwnames)
+    PyObject* PyObject_VectorcallMethod_raw "PyObject_VectorcallMethod"(
+        PyObject* name, PyObject** args, size_t nargsf, PyObject* kwnames) noexcept
+    int PyErr_ExceptionMatches(PyObject* exc) noexcept
     void Py_IncRef(PyObject*) noexcept nogil
     void Py_DecRef(PyObject*) noexcept nogil
     void PyErr_Fetch(PyObject**, PyObject**, PyObject**) noexcept nogil

@@ -117,7 +117,14 @@ cdef Tensor _tensor_from_interface(object obj, dict iface, DLDevice device):
     cdef int64_t shape[MAX_NDIM]
     cdef int64_t strides[MAX_NDIM]
     cdef uintptr_t address
-    cdef DType dt = _dtype_from_typestr(iface["typestr"])
+    cdef DType dt
+    try:
+        dt = _dtype_from_typestr(iface["typestr"])
+    except TypeError:
+        # A typestr such as '<V2' names no type; an array's own dtype may (ml_dtypes).
+        if not hasattr(obj, "dtype"):
+            raise
+        dt = dtype(obj.dtype)
     cdef int ndim
     cdef int i
     if iface.get("mask") is not None:
@@ -160,7 +167,14 @@ def asarray(obj, *, device=None, copy=None):
     if cls is Tensor:
         t = <Tensor>obj
     elif PyCapsule_CheckExact(obj) or hasattr(cls, "__dlpack__"):
-        return _from_dlpack(obj, device, copy, None)
+        try:
+            return _from_dlpack(obj, device, copy, None)
+        except BufferError:
+            # DLPack refused (NumPy and ml_dtypes' bfloat16/float8, for one): the array
+            # interface may still describe the memory.
+            if PyCapsule_CheckExact(obj) or not hasattr(obj, "__array_interface__"):
+                raise
+            t = _tensor_from_interface(obj, obj.__array_interface__, _CPU)
     elif hasattr(obj, "__cuda_array_interface__"):
         iface = obj.__cuda_array_interface__
         t = _tensor_from_interface(obj, iface, _cuda_device_of(iface["data"][0]))

@@ -131,6 +131,29 @@ cdef DType dtype_from_dl(DLDataType dt):
     return _dtype_by_key.get(_dtype_key(dt.code, dt.bits, dt.lanes))
 
 
+cdef bint _valid_dtype_nogil(DLDataType dt) noexcept nogil:
+    """True for exactly the (code, bits, lanes) triples that have a DType."""
+    if dt.lanes != 1:
+        return dt.code == kDLFloat4_e2m1fn and dt.bits == 4 and dt.lanes == 2
+    if dt.code == kDLInt or dt.code == kDLUInt:
+        return dt.bits == 8 or dt.bits == 16 or dt.bits == 32 or dt.bits == 64
+    if dt.code == kDLFloat:
+        return dt.bits == 16 or dt.bits == 32 or dt.bits == 64
+    if dt.code == kDLBfloat:
+        return dt.bits == 16
+    if dt.code == kDLComplex:
+        return dt.bits == 32 or dt.bits == 64 or dt.bits == 128
+    if dt.code == kDLBool:
+        return dt.bits == 8
+    if kDLFloat8_e3m4 <= dt.code <= kDLFloat8_e8m0fnu:
+        return dt.bits == 8
+    if dt.code == kDLFloat6_e2m3fn or dt.code == kDLFloat6_e3m2fn:
+        return dt.bits == 6
+    if dt.code == kDLFloat4_e2m1fn:
+        return dt.bits == 4
+    return False
+
+
 cdef inline bint _is_packed_subbyte(DLDataType dt) noexcept nogil:
     return dt.bits * dt.lanes < 8
 

@@ -84,59 +84,37 @@ cdef int _xapi_allocator(DLTensor* prototype, DLManagedTensorVersioned** out, vo
     return 0
 
 
-cdef bint _valid_dtype_nogil(DLDataType dt) noexcept nogil:
-    if dt.lanes != 1:
-        return dt.code == kDLFloat4_e2m1fn and dt.bits == 4 and dt.lanes == 2
-    if dt.code == kDLInt or dt.code == kDLUInt:
-        return dt.bits == 8 or dt.bits == 16 or dt.bits == 32 or dt.bits == 64
-    if dt.code == kDLFloat:
-        return dt.bits == 16 or dt.bits == 32 or dt.bits == 64
-    if dt.code == kDLBfloat:
-        return dt.bits == 16
-    if dt.code == kDLComplex:
-        return dt.bits == 32 or dt.bits == 64 or dt.bits == 128
-    if dt.code == kDLBool:
-        return dt.bits == 8
-    if kDLFloat8_e3m4 <= dt.code <= kDLFloat8_e8m0fnu:
-        return dt.bits == 8
-    if dt.code == kDLFloat6_e2m3fn or dt.code == kDLFloat6_e3m2fn:
-        return dt.bits == 6
-    if dt.code == kDLFloat4_e2m1fn:
-        return dt.bits == 4
-    return False
+# The three functions below talk to Python. Declared `except -1`, they return -1 with the
+# exception set, as the exchange API requires; the table stores them cast to its noexcept
+# pointer types, which have the same C signature.
 
-
-cdef int _xapi_to_managed(void* py_object, DLManagedTensorVersioned** out) noexcept with gil:
+cdef int _xapi_to_managed(void* py_object, DLManagedTensorVersioned** out) except -1 with gil:
     """Owning export of a dl.Tensor, no stream synchronisation."""
-    try:
-        if type(<object>py_object) is not Tensor:
-            raise TypeError(f"expected a dlinterop.Tensor, got {type(<object>py_object).__name__}")
-        out[0] = _make_versioned_managed(<Tensor>py_object, DLPACK_MINOR_VERSION,
-                                         (<Tensor>py_object).flags & DLPACK_FLAG_BITMASK_READ_ONLY)
-        return 0
-    except BaseException:
-        return -1
+    _check_tensor_object(<object>py_object)
+    out[0] = _make_versioned_managed(<Tensor>py_object, DLPACK_MINOR_VERSION,
+                                     (<Tensor>py_object).flags & DLPACK_FLAG_BITMASK_READ_ONLY)
+    return 0
 
 
-cdef int _xapi_to_py(DLManagedTensorVersioned* tensor, void** out_py_object) noexcept with gil:
+cdef int _xapi_to_py(DLManagedTensorVersioned* tensor, void** out_py_object) except -1 with gil:
     """Steals `tensor` and returns a new reference to a dl.Tensor wrapping it."""
-    try:
-        t = tensor_from_managed(tensor, False)
-    except BaseException:
-        return -1
+    t = tensor_from_managed(tensor, False)
     Py_IncRef(<PyObject*>t)
     out_py_object[0] = <void*>t
     return 0
 
 
-cdef int _xapi_view(void* py_object, DLTensor* out) noexcept with gil:
+cdef int _xapi_view(void* py_object, DLTensor* out) except -1 with gil:
     """A non-owning DLTensor valid while the Tensor lives."""
-    try:
-        if type(<object>py_object) is not Tensor:
-            raise TypeError(f"expected a dlinterop.Tensor, got {type(<object>py_object).__name__}")
-    except BaseException:
-        return -1
+    _check_tensor_object(<object>py_object)
     out[0] = (<Tensor>py_object).dl
+    return 0
+
+
+cdef int _check_tensor_object(object obj) except -1:
+    if type(obj) is not Tensor:
+        raise TypeError(f"dlinterop's exchange API takes dlinterop.Tensor objects, "
+                        f"got {type(obj).__name__}")
     return 0
 
 
@@ -154,9 +132,11 @@ _exchange_api.header.version.major = DLPACK_MAJOR_VERSION
 _exchange_api.header.version.minor = DLPACK_MINOR_VERSION
 _exchange_api.header.prev_api = NULL
 _exchange_api.managed_tensor_allocator = _xapi_allocator
-_exchange_api.managed_tensor_from_py_object_no_sync = _xapi_to_managed
-_exchange_api.managed_tensor_to_py_object_no_sync = _xapi_to_py
-_exchange_api.dltensor_from_py_object_no_sync = _xapi_view
+_exchange_api.managed_tensor_from_py_object_no_sync = (
+    <DLPackManagedTensorFromPyObjectNoSync>_xapi_to_managed)
+_exchange_api.managed_tensor_to_py_object_no_sync = (
+    <DLPackManagedTensorToPyObjectNoSync>_xapi_to_py)
+_exchange_api.dltensor_from_py_object_no_sync = <DLPackDLTensorFromPyObjectNoSync>_xapi_view
 _exchange_api.current_work_stream = _xapi_current_stream
 
 
@@ -207,27 +187,53 @@ cdef const DLPackExchangeAPI* _exchange_api_of(type cls) except? NULL:
 cdef uintptr_t _lookup_exchange_api(type cls) except? 0:
     cdef const DLPackExchangeAPI* api = NULL
     table = getattr(cls, "__dlpack_c_exchange_api__", None)
+    if table is None:
+        table = getattr(cls, "__c_dlpack_exchange_api__", None)   # the DLPack 1.2 spelling
     if table is not None and PyCapsule_CheckExact(table):
         api = <const DLPackExchangeAPI*>PyCapsule_GetPointer(<PyObject*>table, EXCHANGE_API_NAME)
         if api == NULL:
             PyErr_Clear()
-    elif table is None:
-        address = getattr(cls, "__c_dlpack_exchange_api__", None)
-        if isinstance(address, int) and address > 0:
-            api = <const DLPackExchangeAPI*><uintptr_t>address
+    elif isinstance(table, int) and not isinstance(table, bool) and 0 < table < 2**64:
+        api = <const DLPackExchangeAPI*><uintptr_t>table
     # Only a 1.x table has the layout declared in dlpack.h; anything else is ignored and
     # the import falls back to __dlpack__.
     if api == NULL or api.header.version.major != 1:
         return 0
     if api.managed_tensor_from_py_object_no_sync == NULL:
         return 0
+    if _is_torch_tensor_type(cls):
+        _torch_types.add(cls)
     return <uintptr_t>api
+
+
+# PyTorch tensor types. Their exchange table exports lazily conjugated or negated views
+# with the stored values, so imports of these types check the two bits first.
+cdef set _torch_types = set()
+
+
+cdef int _check_torch_view_bits(object tensor) except -1:
+    # Sharing the memory of a lazily conjugated or negated view would hand out the stored
+    # values, not the ones the view means (torch's own __dlpack__ does so for negated views).
+    if tensor.is_conj():
+        raise BufferError("a PyTorch tensor with the conjugate bit set cannot be shared; "
+                          "call .resolve_conj() first")
+    if tensor.is_neg():
+        raise BufferError("a PyTorch tensor with the negative bit set cannot be shared; "
+                          "call .resolve_neg() first")
+    return 0
+
+
+cdef bint _is_torch_tensor_type(type cls):
+    torch = sys.modules.get("torch")
+    return torch is not None and issubclass(cls, torch.Tensor)
 
 
 cdef Tensor _import_through_exchange_api(const DLPackExchangeAPI* api, object obj):
     """Imports `obj` through its type's exchange table; None when the table cannot serve it
     (device memory whose stream order dlinterop cannot enforce)."""
     cdef DLManagedTensorVersioned* m = NULL
+    if type(obj) in _torch_types:
+        _check_torch_view_bits(obj)
     if api.managed_tensor_from_py_object_no_sync(<void*>obj, &m) != 0:
         raise_pending_error()
     if m.dl_tensor.device.device_type != kDLCPU:

@@ -12,22 +12,46 @@ cdef const char* NAME_USED_VERSIONED = "used_dltensor_versioned"
 cdef Py_ssize_t _live_exports = 0
 
 
-cdef void _release_export(void* owner, void* block) noexcept nogil:
-    """Frees an exported block and drops its reference to the Tensor, from any thread,
-    with or without the GIL. After interpreter shutdown has begun both are leaked on
-    purpose: touching a finalising runtime from a foreign thread can crash, a few bytes
-    left at exit cannot."""
+# Export blocks (managed struct + shape + strides) for up to SMALL_NDIM dimensions are
+# recycled through a small free list: an export then costs no allocator call. Blocks of
+# both structs share one size so that either kind can reuse any block. The list is only
+# touched while holding the GIL.
+cdef enum:
+    SMALL_NDIM = 4
+    FREE_BLOCKS = 32
+cdef size_t SMALL_BLOCK_BYTES = sizeof(DLManagedTensorVersioned) + 2 * SMALL_NDIM * sizeof(int64_t)
+cdef void* _free_blocks[FREE_BLOCKS]
+cdef int _free_block_count = 0
+
+
+cdef inline void* _block_alloc(int ndim) noexcept nogil:
+    global _free_block_count
+    if ndim <= SMALL_NDIM:
+        if _free_block_count > 0:
+            _free_block_count -= 1
+            return _free_blocks[_free_block_count]
+        return PyMem_Malloc(SMALL_BLOCK_BYTES)
+    return PyMem_Malloc(sizeof(DLManagedTensorVersioned) + 2 * ndim * sizeof(int64_t))
+
+
+cdef inline void _block_free(void* block, int ndim) noexcept nogil:
+    global _free_block_count
+    if ndim <= SMALL_NDIM and _free_block_count < FREE_BLOCKS:
+        _free_blocks[_free_block_count] = block
+        _free_block_count += 1
+    else:
+        PyMem_Free(block)
+
+
+cdef inline void _release_export_with_gil(void* owner, void* block, int ndim) noexcept nogil:
+    """Frees an exported block and drops its reference to the Tensor. The caller holds the
+    GIL (declared nogil only so that the thread-agnostic deleter can call it)."""
     global _live_exports
-    cdef PyGILState_STATE state
     cdef PyObject *exc_type
     cdef PyObject *exc_value
     cdef PyObject *exc_tb
-    cdef bint ensure
-    if not dli_interpreter_alive():
-        return
-    ensure = not PyGILState_Check()
-    if ensure:
-        state = PyGILState_Ensure()
+    _block_free(block, ndim)
+    _live_exports -= 1
     if PyErr_Occurred() != NULL:
         # An exception in flight where the capsule or Tensor dies must survive unchanged.
         PyErr_Fetch(&exc_type, &exc_value, &exc_tb)
@@ -35,20 +59,33 @@ cdef void _release_export(void* owner, void* block) noexcept nogil:
         PyErr_Restore(exc_type, exc_value, exc_tb)
     else:
         Py_DecRef(<PyObject*>owner)
-    PyMem_Free(block)
-    _live_exports -= 1
-    if ensure:
-        PyGILState_Release(state)
 
+
+cdef void _release_export(void* owner, void* block, int ndim) noexcept nogil:
+    """_release_export_with_gil from any thread, with or without the GIL. After interpreter
+    shutdown has begun both are leaked on purpose: touching a finalising runtime from a
+    foreign thread can crash, a few bytes left at exit cannot."""
+    cdef PyGILState_STATE state
+    if not dli_interpreter_alive():
+        return
+    if PyGILState_Check():
+        _release_export_with_gil(owner, block, ndim)
+        return
+    state = PyGILState_Ensure()
+    _release_export_with_gil(owner, block, ndim)
+    PyGILState_Release(state)
+
+
+# The ndim the block was sized for is read back from the struct: only dlinterop writes it.
 
 cdef void _versioned_deleter(DLManagedTensorVersioned* m) noexcept nogil:
     if m != NULL:
-        _release_export(m.manager_ctx, m)
+        _release_export(m.manager_ctx, m, m.dl_tensor.ndim)
 
 
 cdef void _legacy_deleter(DLManagedTensor* m) noexcept nogil:
     if m != NULL:
-        _release_export(m.manager_ctx, m)
+        _release_export(m.manager_ctx, m, m.dl_tensor.ndim)
 
 
 # Capsule destructors. Only an unconsumed capsule still owns its tensor. The name pointer is
@@ -64,7 +101,11 @@ cdef void _versioned_capsule_destructor(PyObject* capsule) noexcept:
     cdef DLManagedTensorVersioned* m
     if _unconsumed(capsule, NAME_VERSIONED):
         m = <DLManagedTensorVersioned*>PyCapsule_GetPointer(capsule, NAME_VERSIONED)
-        if m != NULL and m.deleter != NULL:
+        if m != NULL and m.deleter == _versioned_deleter:
+            # Ours, and a destructor runs with the GIL in a live interpreter: skip the
+            # deleter's thread and shutdown checks.
+            _release_export_with_gil(m.manager_ctx, m, m.dl_tensor.ndim)
+        elif m != NULL and m.deleter != NULL:
             m.deleter(m)
 
 
@@ -72,7 +113,9 @@ cdef void _legacy_capsule_destructor(PyObject* capsule) noexcept:
     cdef DLManagedTensor* m
     if _unconsumed(capsule, NAME_LEGACY):
         m = <DLManagedTensor*>PyCapsule_GetPointer(capsule, NAME_LEGACY)
-        if m != NULL and m.deleter != NULL:
+        if m != NULL and m.deleter == _legacy_deleter:
+            _release_export_with_gil(m.manager_ctx, m, m.dl_tensor.ndim)
+        elif m != NULL and m.deleter != NULL:
             m.deleter(m)
 
 
@@ -94,7 +137,7 @@ cdef object _own_capsule(PyObject* capsule, void* block, Tensor t):
     success takes the Tensor's reference, after which nothing can fail."""
     global _live_exports
     if capsule == NULL:
-        PyMem_Free(block)
+        _block_free(block, t.dl.ndim)
         raise MemoryError()
     Py_IncRef(<PyObject*>t)
     _live_exports += 1
@@ -106,8 +149,7 @@ cdef object _own_capsule(PyObject* capsule, void* block, Tensor t):
 cdef DLManagedTensorVersioned* _new_versioned(Tensor t, uint32_t minor,
                                               uint64_t flags) except NULL:
     """A filled versioned managed tensor for `t` that does not yet own a reference to it."""
-    cdef DLManagedTensorVersioned* m = <DLManagedTensorVersioned*>PyMem_Malloc(
-        sizeof(DLManagedTensorVersioned) + 2 * t.dl.ndim * sizeof(int64_t))
+    cdef DLManagedTensorVersioned* m = <DLManagedTensorVersioned*>_block_alloc(t.dl.ndim)
     if m == NULL:
         raise MemoryError()
     m.version.major = 1
@@ -135,8 +177,7 @@ cdef DLManagedTensorVersioned* _make_versioned_managed(Tensor t, uint32_t minor,
 
 
 cdef object _make_legacy_capsule(Tensor t):
-    cdef size_t extra = 2 * t.dl.ndim * sizeof(int64_t)
-    cdef DLManagedTensor* m = <DLManagedTensor*>PyMem_Malloc(sizeof(DLManagedTensor) + extra)
+    cdef DLManagedTensor* m = <DLManagedTensor*>_block_alloc(t.dl.ndim)
     if m == NULL:
         raise MemoryError()
     m.manager_ctx = <void*>t

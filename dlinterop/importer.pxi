@@ -7,36 +7,47 @@ cdef tuple _KW_MAX_VERSION = ("max_version",)
 cdef str _DLPACK_METHOD = "__dlpack__"
 
 
-cdef int _validate_dltensor(const DLTensor* dl) except -1:
-    """Raises BufferError unless the DLTensor is one dlinterop can represent safely."""
+# What is wrong with a DLTensor, found without the GIL or any Python object: the check runs
+# on every import, and the messages are built only when one fails.
+cdef enum DLTensorProblem:
+    DLTENSOR_OK = 0
+    BAD_NDIM
+    NULL_SHAPE
+    BAD_LANES
+    BAD_DTYPE
+    BAD_DEVICE_TYPE
+    BAD_DEVICE_ID
+    NEGATIVE_DIM
+    COUNT_OVERFLOW
+    NULL_DATA
+    EXTENT_OVERFLOW
+
+
+cdef DLTensorProblem _check_dltensor(const DLTensor* dl) noexcept nogil:
     cdef int64_t count = 1
     cdef int64_t extent = 0
     cdef int64_t span
     cdef int64_t stride
     cdef int i
     if dl.ndim < 0 or dl.ndim > MAX_NDIM:
-        raise BufferError(f"DLTensor ndim must be between 0 and {MAX_NDIM}, got {dl.ndim}")
+        return BAD_NDIM
     if dl.ndim > 0 and dl.shape == NULL:
-        raise BufferError(f"DLTensor has ndim {dl.ndim} but a NULL shape")
-    if _dtype_by_key.get(_dtype_key(dl.dtype.code, dl.dtype.bits, dl.dtype.lanes)) is None:
-        if dl.dtype.lanes != 1:
-            raise BufferError(f"DLTensor data type has {dl.dtype.lanes} lanes; dlinterop "
-                              "imports single-lane types only (and PyTorch's float4_e2m1fn_x2)")
-        raise BufferError(f"unsupported DLPack data type (code={dl.dtype.code}, "
-                          f"bits={dl.dtype.bits}, lanes={dl.dtype.lanes})")
+        return NULL_SHAPE
+    if not _valid_dtype_nogil(dl.dtype):
+        return BAD_LANES if dl.dtype.lanes != 1 else BAD_DTYPE
     if not _known_device_type(dl.device.device_type):
-        raise BufferError(f"unknown DLPack device type {<int>dl.device.device_type}")
+        return BAD_DEVICE_TYPE
     if dl.device.device_id < 0:
-        raise BufferError(f"negative device index {dl.device.device_id}")
+        return BAD_DEVICE_ID
     for i in range(dl.ndim):
         if dl.shape[i] < 0:
-            raise BufferError(f"negative dimension {dl.shape[i]} in DLTensor shape")
+            return NEGATIVE_DIM
         if __builtin_mul_overflow(count, dl.shape[i], &count):
-            raise BufferError("DLTensor element count overflows int64")
+            return COUNT_OVERFLOW
     if count == 0:
-        return 0
+        return DLTENSOR_OK
     if dl.data == NULL:
-        raise BufferError("DLTensor has a NULL data pointer and a non-zero element count")
+        return NULL_DATA
     # The furthest element from element 0, in bytes, must be addressable.
     if dl.strides == NULL:
         extent = count - 1
@@ -47,13 +58,46 @@ cdef int _validate_dltensor(const DLTensor* dl) except -1:
                     or __builtin_mul_overflow(dl.shape[i] - 1, stride if stride >= 0 else -stride,
                                               &span)
                     or __builtin_add_overflow(extent, span, &extent)):
-                raise BufferError("DLTensor byte extent overflows int64")
+                return EXTENT_OVERFLOW
     if (extent == INT64_MAX or __builtin_mul_overflow(extent + 1,
                                <int64_t>((dl.dtype.bits * dl.dtype.lanes + 7) // 8), &extent)
             or dl.byte_offset > <uint64_t>INT64_MAX
             or __builtin_add_overflow(extent, <int64_t>dl.byte_offset, &extent)):
-        raise BufferError("DLTensor byte extent overflows int64")
+        return EXTENT_OVERFLOW
+    return DLTENSOR_OK
+
+
+cdef inline int _validate_dltensor(const DLTensor* dl) except -1:
+    """Raises BufferError unless the DLTensor is one dlinterop can represent safely."""
+    cdef DLTensorProblem problem = _check_dltensor(dl)
+    if problem != DLTENSOR_OK:
+        _raise_dltensor_problem(dl, problem)
     return 0
+
+
+cdef int _raise_dltensor_problem(const DLTensor* dl, DLTensorProblem problem) except -1:
+    if problem == BAD_NDIM:
+        raise BufferError(f"DLTensor ndim must be between 0 and {MAX_NDIM}, got {dl.ndim}")
+    if problem == NULL_SHAPE:
+        raise BufferError(f"DLTensor has ndim {dl.ndim} but a NULL shape")
+    if problem == BAD_LANES:
+        raise BufferError(f"DLTensor data type has {dl.dtype.lanes} lanes; dlinterop "
+                          "imports single-lane types only (and PyTorch's float4_e2m1fn_x2)")
+    if problem == BAD_DTYPE:
+        raise BufferError(f"unsupported DLPack data type (code={dl.dtype.code}, "
+                          f"bits={dl.dtype.bits}, lanes={dl.dtype.lanes})")
+    if problem == BAD_DEVICE_TYPE:
+        raise BufferError(f"unknown DLPack device type {<int>dl.device.device_type}")
+    if problem == BAD_DEVICE_ID:
+        raise BufferError(f"negative device index {dl.device.device_id}")
+    if problem == NEGATIVE_DIM:
+        raise BufferError("negative dimension in DLTensor shape "
+                          f"{[dl.shape[i] for i in range(dl.ndim)]}")
+    if problem == COUNT_OVERFLOW:
+        raise BufferError("DLTensor element count overflows int64")
+    if problem == NULL_DATA:
+        raise BufferError("DLTensor has a NULL data pointer and a non-zero element count")
+    raise BufferError("DLTensor byte extent overflows int64")
 
 
 cdef Tensor _wrap_dltensor(const DLTensor* dl, uint64_t flags):
@@ -151,20 +195,31 @@ cdef object _call_dlpack_method(object obj, object kwargs):
     """obj.__dlpack__(max_version=(1, 3), **kwargs), falling back to the pre-1.0 signature
     (stream only) for producers that reject the new keywords with TypeError."""
     cdef PyObject* args[2]
+    cdef PyObject* result
+    cdef PyObject *exc_type
+    cdef PyObject *exc_value
+    cdef PyObject *exc_tb
     if kwargs is None:
         args[0] = <PyObject*>obj
         args[1] = <PyObject*>_MAX_VERSION
-        try:
-            return PyObject_VectorcallMethod(_DLPACK_METHOD, args, 1, _KW_MAX_VERSION)
-        except AttributeError:
-            if not hasattr(type(obj), "__dlpack__"):
-                raise TypeError(f"{type(obj).__name__} object is neither a DLPack capsule nor "
-                                "has __dlpack__; use dl.asarray for other array-likes") from None
-            raise
-        except TypeError:
-            if not hasattr(type(obj), "__dlpack__"):
-                raise
+        result = PyObject_VectorcallMethod_raw(<PyObject*>_DLPACK_METHOD, args, 1,
+                                               <PyObject*>_KW_MAX_VERSION)
+        if result != NULL:
+            capsule = <object>result
+            Py_DecRef(result)
+            return capsule
+        # The rare paths. Keep the exception aside while asking the type about __dlpack__.
+        PyErr_Fetch(&exc_type, &exc_value, &exc_tb)
+        has_method = hasattr(type(obj), "__dlpack__")
+        PyErr_Restore(exc_type, exc_value, exc_tb)
+        if not has_method:
+            PyErr_Clear()
+            raise TypeError(f"{type(obj).__name__} object is neither a DLPack capsule nor "
+                            "has __dlpack__; use dl.asarray for other array-likes")
+        if PyErr_ExceptionMatches(<PyObject*>TypeError):
+            PyErr_Clear()
             return obj.__dlpack__()
+        raise_pending_error()
     method = getattr(obj, "__dlpack__", None)
     if method is None:
         raise TypeError(f"{type(obj).__name__} object is neither a DLPack capsule nor has "

@@ -20,6 +20,10 @@ cdef inline int64_t _storage_bytes(int64_t count, DLDataType dt) noexcept nogil:
     return (count * dt.bits * dt.lanes + 7) // 8
 
 
+# No GC support, like NumPy's ndarray: a Tensor's only object reference is its owner,
+# which never refers back to it in any way dlinterop creates, and GC tracking would cost
+# every import a collection check.
+@cython.no_gc
 @cython.freelist(64)
 cdef class Tensor:
     """An n-dimensional array of any DLPack data type and device.
@@ -378,7 +382,7 @@ cdef Tensor _allocate(int ndim, const int64_t* shape, DLDataType dt, DLDevice de
 
 cdef Tensor empty_tensor(int ndim, const int64_t* shape, DLDataType dtype, DLDevice device):
     """A new owned, C-contiguous Tensor, uninitialised, with the default alignment."""
-    if dtype_from_dl(dtype) is None:
+    if not _valid_dtype_nogil(dtype):
         raise ValueError(f"unsupported data type ({dtype.code}, {dtype.bits}, {dtype.lanes})")
     return _allocate(ndim, shape, dtype, device, DEFAULT_ALIGNMENT, False)
 

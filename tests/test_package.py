@@ -68,7 +68,7 @@ def test_stubs_match_the_runtime(tmp_path):
     compiled = [f"dlinterop.{name}" for name in ("_core", "_cuda", "_capi")
                 if importlib.util.find_spec(f"dlinterop.{name}") is not None]
     out = subprocess.run([sys.executable, "-m", "mypy.stubtest", *compiled,
-                          "--allowlist", allowlist], capture_output=True, text=True, timeout=300,
+                          "--allowlist", allowlist, "--ignore-unused-allowlist"], capture_output=True, text=True, timeout=300,
                          cwd=REPO if editable else tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
 
