@@ -1,0 +1,132 @@
+"""Shared fixtures.
+
+Every test must leave dlinterop's allocator and export counters where it found them:
+``dl.memory_stats()``'s ``live_buffers``, ``live_bytes`` and ``live_exports`` are compared
+before and after each test that passed. A full ``gc.collect()`` costs about a quarter of a
+second once PyTorch and JAX are imported, so it runs only when the counters differ (objects
+caught in a reference cycle), never on the fast path. Opt out with
+``@pytest.mark.no_leak_check`` (a test that parks memory on purpose).
+"""
+import gc
+
+import pytest
+
+try:
+    import dlinterop as _dl
+except ImportError:   # the compiled package is not built: the pure-Python tests still run
+    _dl = None
+
+_LEAK_KEYS = ("live_buffers", "live_bytes", "live_exports")
+
+# False after a test whose counters were not checked (it failed, was skipped or opted out):
+# garbage it left may still hold dlinterop memory, so the next baseline collects first.
+_last_check_clean = False
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "no_leak_check: do not compare dl.memory_stats() before and after the test")
+
+
+_CALL_PASSED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call":
+        # An xfail that failed as expected is "skipped" with wasxfail; only a real pass counts.
+        item.stash[_CALL_PASSED] = report.passed and not hasattr(report, "wasxfail")
+    return report
+
+
+def _live_counters():
+    stats = _dl.memory_stats()
+    return {key: stats[key] for key in _LEAK_KEYS}
+
+
+@pytest.fixture(autouse=True)
+def dl_memory_baseline(request):
+    """Fails a passing test that left dlinterop buffers or capsules alive."""
+    global _last_check_clean
+    if _dl is None or request.node.get_closest_marker("no_leak_check"):
+        _last_check_clean = False
+        yield
+        return
+    if not _last_check_clean:
+        gc.collect()
+    _last_check_clean = False
+    before = _live_counters()
+    yield
+    if not request.node.stash.get(_CALL_PASSED, False):
+        return   # the failure itself is the report; its traceback still holds the locals
+    # This fixture is set up first, so every other function-scoped fixture has been torn
+    # down by now; pytest drops their values from item.funcargs only after teardown.
+    # Drop them now, or a fixture that returns a Tensor would read as a leak.
+    funcargs = getattr(request.node, "funcargs", None)
+    if funcargs:
+        for name in list(funcargs):
+            if name != "request":
+                funcargs[name] = None
+    after = _live_counters()
+    if after != before:
+        gc.collect()
+        after = _live_counters()
+    assert after == before, (
+        f"dlinterop memory not back to its baseline after the test: before {before}, "
+        f"after {after} (a Tensor or capsule outlived the test)")
+    _last_check_clean = True
+
+
+@pytest.fixture
+def live_counters():
+    """dl.memory_stats() restricted to the counters that must return to baseline."""
+    return _live_counters
+
+
+# Layouts built over dlinterop-owned (256-byte aligned) memory through NumPy views, so that
+# every peer test can hand the same strided tensors to its framework. Each entry maps a
+# C-contiguous (2, 3, 4) array to a view of it.
+def _layouts():
+    from numpy.lib.stride_tricks import as_strided
+
+    def size1_odd_strides(a):
+        s = a.itemsize
+        return as_strided(a, shape=(3, 1, 2), strides=(8 * s, 1000 * s, s))
+
+    def zero_strides(a):
+        return as_strided(a[0, 0], shape=(3, 4), strides=(0, a.itemsize))
+
+    return {
+        "0d": lambda a: a[1, 2, 3, ...],
+        "zero_size_(0,)": lambda a: a.reshape(-1)[:0],
+        "zero_size_(3,0)": lambda a: a[0, :, :0],
+        "zero_size_(2,0,1)": lambda a: a[:, :0, :1],
+        "size1_odd_strides": size1_odd_strides,
+        "32_dims": lambda a: a.reshape(-1)[:4].reshape((2, 2) + (1,) * 30),
+        "slice": lambda a: a[:, ::2, 1:],
+        "transpose": lambda a: a.transpose(2, 0, 1),
+        "zero_strides": zero_strides,
+        "offset_view": lambda a: a[1, 1:, 2:],
+        "negative_strides": lambda a: a[:, ::-1, ::-2],
+    }
+
+
+@pytest.fixture
+def dl_layout():
+    """dl_layout(name, dtype="float32") -> (tensor, view): a writable dl.Tensor with that
+    layout over memory dlinterop allocated, and the NumPy view of the same elements (values
+    0..23 in C order of the (2, 3, 4) base)."""
+    np = pytest.importorskip("numpy")
+    layouts = _layouts()
+
+    def make(name, dtype="float32"):
+        owned = _dl.empty((2, 3, 4), dtype)
+        base = np.from_dlpack(owned)
+        base[...] = np.arange(24).reshape(2, 3, 4).astype(base.dtype)
+        view = layouts[name](base)
+        tensor = _dl.from_dlpack(view)
+        assert tensor.shape == view.shape and not tensor.readonly
+        return tensor, view
+
+    return make

@@ -1,0 +1,385 @@
+"""Interop with PyTorch (CPU), both directions: every dtype both sides know, every layout,
+the capsule functions of torch.utils.dlpack, lifetimes and read-only memory.
+
+Zero-copy is proven by pointer equality, values by comparing bytes. Where PyTorch cannot
+represent a layout (negative strides), the test pins PyTorch's own failure and shows that
+dlinterop was not the one to crash.
+"""
+import pickle
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+
+import dlinterop as dl
+
+np = pytest.importorskip("numpy")
+torch = pytest.importorskip("torch")
+tud = pytest.importorskip("torch.utils.dlpack")
+
+pytestmark = pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+
+# dlinterop name -> torch dtype, for every DLPack type PyTorch has.
+TORCH_DTYPES = {
+    "bool": torch.bool,
+    "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
+    "uint8": torch.uint8, "uint16": torch.uint16, "uint32": torch.uint32,
+    "uint64": torch.uint64,
+    "float16": torch.float16, "float32": torch.float32, "float64": torch.float64,
+    "bfloat16": torch.bfloat16,
+    "complex32": torch.complex32, "complex64": torch.complex64,
+    "complex128": torch.complex128,
+    "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2,
+    "float8_e4m3fnuz": torch.float8_e4m3fnuz, "float8_e5m2fnuz": torch.float8_e5m2fnuz,
+    "float8_e8m0fnu": torch.float8_e8m0fnu,
+    "float4_e2m1fn_x2": torch.float4_e2m1fn_x2,
+}
+DTYPE_NAMES = list(TORCH_DTYPES)
+
+
+def tensor_bytes(t):
+    """The bytes of a dl.Tensor in C order, through its pickle buffer: works for every
+    dtype, including those NumPy and the buffer protocol cannot express."""
+    buffers = []
+    pickle.dumps(t, protocol=5, buffer_callback=buffers.append)
+    with buffers[0].raw() as raw:
+        return raw.tobytes()
+
+
+def torch_bytes(x):
+    """The bytes of a C-contiguous torch tensor, whatever its dtype."""
+    assert x.is_contiguous()
+    return x.view(torch.uint8).numpy().tobytes() if x.numel() else b""
+
+
+def torch_source(name, shape=(2, 3)):
+    """A contiguous torch tensor of that dtype holding varied bit patterns."""
+    dtype = TORCH_DTYPES[name]
+    if dtype is torch.bool:
+        return torch.arange(6).reshape(shape) % 2 == 0
+    count = 6 * dtype.itemsize
+    raw = (torch.arange(count, dtype=torch.int64) * 37 % 251).to(torch.uint8)
+    return raw.reshape(shape[0], -1).view(dtype)
+
+
+# -- dtypes -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", DTYPE_NAMES)
+def test_torch_to_dl_every_dtype_zero_copy(name):
+    x = torch_source(name)
+    t = dl.from_dlpack(x)
+    assert t.dtype == name
+    assert t.shape == tuple(x.shape) and t.strides == x.stride()
+    assert t.data_ptr == x.data_ptr()
+    assert not t.readonly
+    assert tensor_bytes(t) == torch_bytes(x)
+
+
+@pytest.mark.parametrize("name", DTYPE_NAMES)
+def test_dl_to_torch_every_dtype_zero_copy(name):
+    t = dl.full((2, 3), 1.0 if name != "bool" else True, dtype=name)
+    y = torch.from_dlpack(t)
+    assert y.dtype is TORCH_DTYPES[name]
+    assert y.data_ptr() == t.data_ptr
+    assert tuple(y.shape) == (2, 3) and y.stride() == (3, 1)
+    if name == "float4_e2m1fn_x2":
+        # PyTorch cannot fill this type; 1.0 is code 0b0010 in both nibbles of each byte.
+        expected = bytes([0x22]) * 6
+    else:
+        expected = torch_bytes(torch.full((2, 3), 1.0, dtype=TORCH_DTYPES[name]))
+    assert torch_bytes(y) == expected == tensor_bytes(t)
+
+
+@pytest.mark.parametrize("name", DTYPE_NAMES)
+def test_dtype_round_trip_torch_dl_torch_shares_memory(name):
+    x = torch_source(name)
+    y = torch.from_dlpack(dl.from_dlpack(x))
+    assert y.dtype is x.dtype and y.data_ptr() == x.data_ptr()
+    assert torch_bytes(y) == torch_bytes(x)
+
+
+def test_torch_dtype_objects_are_accepted_by_dl_dtype():
+    for name, dtype in TORCH_DTYPES.items():
+        assert dl.dtype(dtype) == name
+
+
+# -- layouts ----------------------------------------------------------------------------
+
+def _torch_layouts():
+    base = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
+    return {
+        "0d": torch.tensor(3.5),
+        "zero_size_(0,)": torch.empty(0),
+        "zero_size_(3,0)": torch.empty(3, 0),
+        "zero_size_(2,0,1)": torch.empty(2, 0, 1),
+        "size1_odd_strides": torch.arange(6.0).as_strided((3, 1, 2), (2, 1000, 1)),
+        "32_dims": torch.arange(4.0).reshape((2, 2) + (1,) * 30),
+        "32_dims_strided": torch.arange(16.0).reshape((4, 4) + (1,) * 30)[::2, 1::2],
+        "slice": base[:, ::2, 1:],
+        "transpose": base.transpose(0, 2),
+        "zero_strides": torch.arange(4.0).expand(3, 4),
+        "storage_offset": base[1, 1:, 2:],
+    }
+
+
+TORCH_LAYOUTS = list(_torch_layouts())
+
+
+@pytest.mark.parametrize("layout", TORCH_LAYOUTS)
+def test_torch_to_dl_every_layout_zero_copy(layout):
+    x = _torch_layouts()[layout]
+    t = dl.from_dlpack(x)
+    assert t.shape == tuple(x.shape)
+    assert t.strides == x.stride()
+    assert t.data_ptr == x.data_ptr()
+    assert np.array_equal(np.from_dlpack(t), x.numpy())
+    # ... and back: PyTorch sees the very same view.
+    y = torch.from_dlpack(t)
+    assert y.data_ptr() == x.data_ptr() and y.stride() == x.stride()
+    assert torch.equal(y, x)
+
+
+def test_torch_storage_offset_is_applied():
+    base = torch.arange(24, dtype=torch.float32)
+    x = base[5:]
+    assert x.storage_offset() == 5
+    t = dl.from_dlpack(x)
+    assert t.data_ptr == base.data_ptr() + 5 * 4
+    assert np.from_dlpack(t)[0] == 5.0
+
+
+# The layouts dlinterop can hand to PyTorch: built over dlinterop-owned memory through NumPy
+# views (see conftest.dl_layout). Negative strides are in their own test below.
+DL_LAYOUTS_TO_TORCH = ["0d", "zero_size_(0,)", "zero_size_(3,0)", "zero_size_(2,0,1)",
+                       "size1_odd_strides", "32_dims", "slice", "transpose", "zero_strides",
+                       "offset_view"]
+
+
+@pytest.mark.parametrize("layout", DL_LAYOUTS_TO_TORCH)
+def test_dl_to_torch_every_layout_zero_copy(dl_layout, layout):
+    t, view = dl_layout(layout)
+    y = torch.from_dlpack(t)
+    assert tuple(y.shape) == t.shape
+    if t.size > 1:
+        assert all(y.stride(i) == t.strides[i] for i in range(t.ndim) if t.shape[i] > 1)
+    assert y.data_ptr() == t.data_ptr or t.size == 0
+    assert np.array_equal(y.numpy(), view)
+    # A write through PyTorch lands in dlinterop's memory.
+    if t.size:
+        first = (0,) * t.ndim
+        y[first] = 100.0
+        assert view[first] == 100.0 and np.from_dlpack(t)[first] == 100.0
+
+
+def test_dl_byte_offset_is_honoured_by_torch():
+    forge = pytest.importorskip("forge")
+    f = forge.forge(shape=(2, 3), dtype=(2, 32, 1), byte_offset=8, versioned=True)
+    np.frombuffer(f.data, dtype=np.float32)[2:8] = np.arange(6, dtype=np.float32)
+    t = dl.from_dlpack(f.capsule)
+    assert t.data_ptr == f.data_ptr + 8
+    y = torch.from_dlpack(t)
+    assert y.data_ptr() == t.data_ptr
+    assert torch.equal(y, torch.arange(6.0).reshape(2, 3))
+    del y, t
+    f.release()
+    assert f.deleter_calls == 1
+
+
+NEGATIVE_STRIDES_SCRIPT = textwrap.dedent("""
+    import numpy as np, dlinterop as dl
+    base = dl.empty(6, "float64")
+    a = np.from_dlpack(base)
+    a[:] = np.arange(6)
+    t = dl.from_dlpack(a[::-1])
+    print("dl", t.strides, np.from_dlpack(t).tolist(), dl.memory_stats()["live_exports"],
+          flush=True)
+    import torch
+    y = torch.from_dlpack(t)
+    print("torch imported", y.stride(), flush=True)
+""")
+
+
+def test_dl_negative_strides_abort_torch_not_dlinterop():
+    """PyTorch 2.13 calls std::terminate on a DLPack tensor with negative strides
+    ("Storage size calculation overflowed"): pinned in a subprocess. dlinterop itself
+    imported and read the tensor before PyTorch was asked."""
+    out = subprocess.run([sys.executable, "-c", NEGATIVE_STRIDES_SCRIPT],
+                         capture_output=True, text=True, timeout=120)
+    assert "dl (-1,) [5.0, 4.0, 3.0, 2.0, 1.0, 0.0] 1" in out.stdout, out.stderr
+    if out.returncode == 0:
+        pytest.fail("PyTorch now imports negative strides: turn this into a zero-copy test "
+                    f"({out.stdout.strip()!r})")
+    assert out.returncode == -6, (out.returncode, out.stderr[-2000:])   # SIGABRT
+    assert "Storage size calculation overflowed" in out.stderr
+    assert "torch imported" not in out.stdout
+
+
+def test_dl_negative_strides_stay_usable_in_process(dl_layout):
+    t, view = dl_layout("negative_strides")
+    assert min(t.strides) < 0
+    assert np.array_equal(np.from_dlpack(t), view)
+    # The way to PyTorch is an explicit copy, which is C-contiguous.
+    y = torch.from_dlpack(t.copy())
+    assert np.array_equal(y.numpy(), view)
+
+
+# -- capsules ---------------------------------------------------------------------------
+
+def _capsule_name(capsule):
+    import ctypes
+    get_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(
+        ("PyCapsule_GetName", ctypes.pythonapi))
+    return get_name(capsule).decode()
+
+
+def test_torch_legacy_capsule_into_dl_is_read_only_and_consumed_once():
+    x = torch.arange(6.0)
+    capsule = tud.to_dlpack(x)
+    assert _capsule_name(capsule) == "dltensor"
+    t = dl.from_dlpack(capsule)
+    assert _capsule_name(capsule) == "used_dltensor"
+    assert t.data_ptr == x.data_ptr()
+    assert t.readonly   # a legacy capsule cannot say the memory is writable
+    assert np.array_equal(np.from_dlpack(t), x.numpy())
+    with pytest.raises(ValueError, match="already consumed"):
+        dl.from_dlpack(capsule)
+
+
+def test_torch_versioned_capsule_into_dl_is_writable():
+    x = torch.arange(6.0)
+    capsule = x.__dlpack__(max_version=(1, 3))
+    assert _capsule_name(capsule) == "dltensor_versioned"
+    t = dl.from_dlpack(capsule)
+    assert _capsule_name(capsule) == "used_dltensor_versioned"
+    assert t.data_ptr == x.data_ptr() and not t.readonly
+    np.from_dlpack(t)[0] = 42.0
+    assert x[0] == 42.0
+
+
+@pytest.mark.parametrize("versioned", [False, True], ids=["dltensor", "dltensor_versioned"])
+@pytest.mark.parametrize("consumer", ["torch.utils.dlpack.from_dlpack", "torch.from_dlpack"])
+def test_dl_capsule_into_torch(live_counters, versioned, consumer):
+    before = live_counters()
+    t = dl.full((2, 3), 7.0, dtype="float32")
+    capsule = dl.to_dlpack(t, versioned=versioned)
+    y = (tud.from_dlpack if consumer.startswith("torch.utils") else torch.from_dlpack)(capsule)
+    assert _capsule_name(capsule) == ("used_dltensor_versioned" if versioned else "used_dltensor")
+    assert y.data_ptr() == t.data_ptr
+    assert torch.equal(y, torch.full((2, 3), 7.0))
+    assert live_counters()["live_exports"] == before["live_exports"] + 1
+    del y   # torch calls the deleter
+    assert live_counters()["live_exports"] == before["live_exports"]
+
+
+def test_torch_refuses_a_consumed_dl_capsule():
+    t = dl.zeros(3)
+    capsule = dl.to_dlpack(t)
+    y = tud.from_dlpack(capsule)
+    with pytest.raises(RuntimeError):
+        tud.from_dlpack(capsule)
+    del y
+
+
+@pytest.mark.parametrize("versioned", [False, True], ids=["dltensor", "dltensor_versioned"])
+def test_unconsumed_capsules_release_everything(live_counters, versioned):
+    before = live_counters()
+    t = dl.zeros((4, 4))
+    capsule = dl.to_dlpack(t, versioned=versioned)
+    assert live_counters()["live_exports"] == before["live_exports"] + 1
+    del capsule
+    assert live_counters()["live_exports"] == before["live_exports"]
+    # torch's own capsules, never consumed, die with torch's deleter (no crash, nothing of
+    # dlinterop's involved).
+    x = torch.arange(4.0)
+    torch_capsule = x.__dlpack__(max_version=(1, 3) if versioned else None)
+    del torch_capsule, x
+
+
+# -- lifetimes --------------------------------------------------------------------------
+
+def test_torch_producer_deleted_before_dl_consumer():
+    x = torch.arange(1000, dtype=torch.float64)
+    t = dl.from_dlpack(x)
+    del x
+    torch.zeros(1000, dtype=torch.float64)   # would reuse freed memory
+    assert np.array_equal(np.from_dlpack(t), np.arange(1000.0))
+
+
+def test_dl_consumer_deleted_before_torch_producer():
+    x = torch.arange(10.0)
+    t = dl.from_dlpack(x)
+    del t
+    assert torch.equal(x, torch.arange(10.0))
+    x.mul_(2)
+
+
+def test_dl_producer_deleted_before_torch_consumer(live_counters):
+    before = live_counters()
+    t = dl.full((100,), 3.0, dtype="float64")
+    y = torch.from_dlpack(t)
+    del t
+    # PyTorch's reference keeps dlinterop's buffer alive.
+    assert live_counters()["live_buffers"] == before["live_buffers"] + 1
+    assert torch.equal(y, torch.full((100,), 3.0, dtype=torch.float64))
+    del y
+    assert live_counters() == before
+
+
+def test_torch_consumer_deleted_before_dl_producer(live_counters):
+    before = live_counters()
+    t = dl.full((100,), 3.0, dtype="float64")
+    y = torch.from_dlpack(t)
+    del y
+    assert live_counters()["live_exports"] == before["live_exports"]
+    assert np.array_equal(np.from_dlpack(t), np.full(100, 3.0))
+
+
+# -- read-only --------------------------------------------------------------------------
+
+def _read_only_dl_tensor():
+    a = np.arange(6.0)
+    a.flags.writeable = False
+    t = dl.from_dlpack(a)
+    assert t.readonly
+    return t, a
+
+
+def test_torch_ignores_read_only_flag():
+    """PyTorch has no read-only tensors: it accepts a versioned capsule with READ_ONLY and
+    shares the memory writable, silently. Pinned (a PyTorch limitation); dlinterop did its
+    part by setting the flag."""
+    t, a = _read_only_dl_tensor()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = torch.from_dlpack(t)
+    assert y.data_ptr() == t.data_ptr
+    y[0] = 42.0
+    assert a[0] == 42.0
+
+
+def test_read_only_tensor_cannot_travel_as_a_legacy_capsule_to_torch():
+    t, _ = _read_only_dl_tensor()
+    with pytest.raises(BufferError, match="read-only"):
+        dl.to_dlpack(t)
+    y = tud.from_dlpack(dl.to_dlpack(t, versioned=True))
+    assert y.data_ptr() == t.data_ptr
+
+
+# -- regressions and known gaps ---------------------------------------------------------
+
+@pytest.mark.parametrize("view", ["conj", "neg"])
+def test_torch_lazy_conj_and_neg_views_are_refused_or_resolved(view):
+    if view == "conj":
+        x = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64).conj()
+        assert x.is_conj()
+    else:
+        x = torch._neg_view(torch.tensor([1.0, 2.0]))
+        assert x.is_neg()
+    # Regression: through torch's exchange table these came back with the stored values.
+    try:
+        t = dl.from_dlpack(x)
+    except BufferError:
+        return
+    assert np.array_equal(np.from_dlpack(t), x.resolve_conj().resolve_neg().numpy())
