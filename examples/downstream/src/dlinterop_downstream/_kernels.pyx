@@ -1,0 +1,187 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Kernels of the example downstream package, written against dlinterop's Cython API.
+
+Everything dlinterop offers Cython code comes from two .pxd files: dlinterop.dlpack (the
+DLPack structs) and dlinterop.tensor (the Tensor class and its C-level entry points)."""
+
+from libc.stdint cimport int64_t, uintptr_t
+from libc.stdlib cimport free, malloc
+
+from dlinterop.dlpack cimport (
+    DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor, kDLCPU, kDLFloat,
+)
+from dlinterop.tensor cimport (
+    Tensor, empty_tensor, tensor_from_managed, tensor_from_object, to_capsule,
+)
+
+
+# -- tensors from our own memory -----------------------------------------------------------
+
+# Blocks made by arange() and not yet freed. A DLPack deleter may run on any thread without
+# the GIL; this example's only run from a Tensor's dealloc, which holds it, so a plain
+# counter is enough here (use an atomic where producers hand tensors to other threads).
+cdef Py_ssize_t _live_blocks = 0
+
+
+cdef void _free_block(DLManagedTensorVersioned* managed) noexcept nogil:
+    global _live_blocks
+    free(managed)
+    _live_blocks -= 1
+
+
+def arange(int64_t n):
+    """A float32 Tensor [0, 1, ..., n-1] whose memory this module mallocs and frees: one
+    block holds the managed struct, the shape and the data."""
+    if n < 0:
+        raise ValueError(f"n must be non-negative, got {n}")
+    global _live_blocks
+    cdef size_t header = sizeof(DLManagedTensorVersioned) + sizeof(int64_t)
+    cdef DLManagedTensorVersioned* managed = <DLManagedTensorVersioned*>malloc(
+        header + <size_t>n * sizeof(float))
+    if managed == NULL:
+        raise MemoryError()
+    _live_blocks += 1
+    cdef int64_t* shape = <int64_t*>(managed + 1)
+    cdef float* data = <float*>(<char*>managed + header)
+    cdef int64_t i
+    with nogil:
+        for i in range(n):
+            data[i] = <float>i
+    shape[0] = n
+    managed.version.major = 1
+    managed.version.minor = 3
+    managed.manager_ctx = NULL
+    managed.deleter = _free_block
+    managed.flags = 0
+    managed.dl_tensor.data = data
+    managed.dl_tensor.device.device_type = kDLCPU
+    managed.dl_tensor.device.device_id = 0
+    managed.dl_tensor.ndim = 1
+    managed.dl_tensor.dtype.code = kDLFloat
+    managed.dl_tensor.dtype.bits = 32
+    managed.dl_tensor.dtype.lanes = 1
+    managed.dl_tensor.shape = shape
+    managed.dl_tensor.strides = NULL    # C-contiguous
+    managed.dl_tensor.byte_offset = 0
+    # The Tensor owns the block from here, even if this raises: dlinterop then has already
+    # called the deleter.
+    return tensor_from_managed(managed, False)
+
+
+def live_blocks():
+    """How many blocks arange() made that no Tensor has freed yet."""
+    return _live_blocks
+
+
+def arange_capsule(int64_t n, bint versioned=True):
+    """arange(n) handed out as a DLPack capsule ("dltensor_versioned" or "dltensor")."""
+    return to_capsule(arange(n), versioned)
+
+
+def ones(shape):
+    """A new float32 Tensor of ones, allocated by dlinterop (256-byte aligned)."""
+    cdef int64_t dims[64]
+    cdef DLDataType float32
+    cdef DLDevice cpu
+    shape = tuple(shape)
+    if len(shape) > 64:
+        raise ValueError("at most 64 dimensions")
+    for i, extent in enumerate(shape):
+        dims[i] = extent
+    float32.code = kDLFloat
+    float32.bits = 32
+    float32.lanes = 1
+    cpu.device_type = kDLCPU
+    cpu.device_id = 0
+    cdef Tensor t = empty_tensor(len(shape), dims, float32, cpu)
+    cdef DLTensor* dl = t.dltensor()
+    cdef float* data = <float*>dl.data
+    cdef int64_t count = 1
+    cdef int64_t j
+    with nogil:
+        for j in range(dl.ndim):
+            count *= dl.shape[j]
+        for j in range(count):
+            data[j] = 1.0
+    return t
+
+
+# -- reading any tensor --------------------------------------------------------------------
+
+def describe(obj):
+    """The DLTensor fields of anything dl.from_dlpack accepts, read without the GIL."""
+    cdef Tensor t = tensor_from_object(obj)
+    cdef int ndim
+    cdef int64_t dims[64]
+    cdef int64_t steps[64]
+    cdef uintptr_t address
+    cdef DLDataType dtype
+    cdef DLDevice device
+    cdef const DLTensor* dl
+    cdef int i
+    with nogil:
+        dl = t.dltensor()
+        ndim = dl.ndim
+        for i in range(ndim):
+            dims[i] = dl.shape[i]
+            steps[i] = dl.strides[i]   # dlinterop always fills strides when ndim > 0
+        address = <uintptr_t>dl.data + dl.byte_offset
+        dtype = dl.dtype
+        device = dl.device
+    return {
+        "ndim": ndim,
+        "shape": tuple([dims[i] for i in range(ndim)]),
+        "strides": tuple([steps[i] for i in range(ndim)]),
+        "data_ptr": address,
+        "dtype": (dtype.code, dtype.bits, dtype.lanes),
+        "device": (<int>device.device_type, device.device_id),
+    }
+
+
+cdef double _sum_strided(const float* first, int ndim, const int64_t* shape,
+                         const int64_t* strides) noexcept nogil:
+    """Sum of a float32 array of any strides (in elements; negative and zero too)."""
+    cdef int64_t index[64]
+    cdef int64_t offset = 0
+    cdef double total = 0.0
+    cdef int64_t inner, inner_stride, i
+    cdef int d
+    if ndim == 0:
+        return first[0]
+    for d in range(ndim):
+        if shape[d] == 0:
+            return 0.0
+        index[d] = 0
+    inner = shape[ndim - 1]
+    inner_stride = strides[ndim - 1]
+    while True:
+        for i in range(inner):
+            total += first[offset + i * inner_stride]
+        # Step the outer dimensions like an odometer.
+        d = ndim - 2
+        while d >= 0:
+            index[d] += 1
+            offset += strides[d]
+            if index[d] < shape[d]:
+                break
+            offset -= strides[d] * shape[d]
+            index[d] = 0
+            d -= 1
+        if d < 0:
+            return total
+
+
+def sum_float32(obj):
+    """Sum of a float32 CPU tensor of any layout (NumPy array, dl.Tensor, capsule, ...),
+    accumulated in double precision without the GIL."""
+    cdef Tensor t = tensor_from_object(obj)
+    cdef DLTensor* dl = t.dltensor()
+    cdef double total
+    if dl.dtype.code != kDLFloat or dl.dtype.bits != 32 or dl.dtype.lanes != 1:
+        raise TypeError(f"sum_float32 needs float32 data, got {t.dtype}")
+    if dl.device.device_type != kDLCPU:
+        raise ValueError(f"sum_float32 needs CPU memory, got {t.device}")
+    with nogil:
+        total = _sum_strided(<const float*>(<char*>dl.data + dl.byte_offset), dl.ndim,
+                             dl.shape, dl.strides)
+    return total

@@ -1,0 +1,111 @@
+"""Tests of the example downstream package: it must be built and installed first
+(pip install --no-build-isolation ./examples/downstream)."""
+import gc
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import dlinterop as dl
+
+with warnings.catch_warnings():
+    # Built against a dlinterop whose Tensor layout differs, Cython only warns: fail instead.
+    warnings.simplefilter("error", RuntimeWarning)
+    import dlinterop_downstream as ds
+
+
+def test_arange_values_and_layout():
+    t = ds.arange(5)
+    assert isinstance(t, dl.Tensor)
+    assert t.shape == (5,) and t.strides == (1,) and t.dtype == dl.float32
+    assert not t.readonly
+    np.testing.assert_array_equal(np.from_dlpack(t), np.arange(5, dtype=np.float32))
+
+
+@pytest.mark.parametrize("n", [0, 1, 1000])
+def test_arange_block_freed_exactly_once(n):
+    before = ds.live_blocks()
+    t = ds.arange(n)
+    assert ds.live_blocks() == before + 1
+    view = np.from_dlpack(t)   # NumPy's view keeps the Tensor, and so the block, alive
+    del t
+    gc.collect()
+    assert ds.live_blocks() == before + 1
+    del view
+    gc.collect()
+    assert ds.live_blocks() == before
+
+
+def test_arange_rejects_negative_length():
+    with pytest.raises(ValueError, match="non-negative"):
+        ds.arange(-1)
+
+
+@pytest.mark.parametrize("versioned,name", [(True, "dltensor_versioned"), (False, "dltensor")])
+def test_arange_capsule(versioned, name):
+    before = ds.live_blocks()
+    capsule = ds.arange_capsule(4, versioned)
+    assert f'"{name}"' in repr(capsule)
+    t = dl.from_dlpack(capsule)
+    np.testing.assert_array_equal(np.from_dlpack(t), np.arange(4, dtype=np.float32))
+    del capsule, t
+    gc.collect()
+    assert ds.live_blocks() == before
+
+
+def test_unconsumed_capsule_frees_its_block():
+    before = ds.live_blocks()
+    capsule = ds.arange_capsule(3)
+    assert sys.getrefcount(capsule) == 2
+    del capsule
+    gc.collect()
+    assert ds.live_blocks() == before
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (3,), (2, 3), (2, 1, 4, 3, 2)])
+def test_ones(shape):
+    t = ds.ones(shape)
+    assert t.shape == shape and t.dtype == dl.float32
+    assert t.data_ptr % 256 == 0
+    np.testing.assert_array_equal(np.from_dlpack(t), np.ones(shape, np.float32))
+
+
+def test_describe_reads_the_dltensor():
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)[1:, ::2]
+    info = ds.describe(a)
+    assert info["ndim"] == 2
+    assert info["shape"] == a.shape
+    assert info["strides"] == tuple(s // a.itemsize for s in a.strides)
+    assert info["data_ptr"] == a.ctypes.data
+    assert info["dtype"] == (2, 32, 1)
+    assert info["device"] == (1, 0)
+
+
+def _layouts():
+    base = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5) - 50
+    return {
+        "0-d": np.array(3.5, dtype=np.float32),
+        "empty": np.zeros((3, 0), np.float32),
+        "contiguous": base,
+        "sliced": base[:, 1:, ::2, 1:4],
+        "transposed": base.transpose(3, 1, 0, 2),
+        "negative": base[::-1, :, ::-2],
+        "broadcast": np.broadcast_to(np.float32(0.25), (7, 9)),
+    }
+
+
+@pytest.mark.parametrize("name", list(_layouts()))
+def test_sum_float32_any_strides(name):
+    a = _layouts()[name]
+    assert ds.sum_float32(a) == pytest.approx(float(a.sum(dtype=np.float64)))
+
+
+def test_sum_float32_of_dlinterop_tensor_and_capsule():
+    assert ds.sum_float32(ds.ones((3, 4))) == 12.0
+    assert ds.sum_float32(ds.arange_capsule(5)) == 10.0
+
+
+def test_sum_float32_rejects_other_dtypes():
+    with pytest.raises(TypeError, match="float32"):
+        ds.sum_float32(np.arange(3.0))
