@@ -40,6 +40,11 @@ cdef extern from "Python.h":
     int PyGILState_Check() noexcept nogil
     ctypedef struct PyTypeObject:
         PyObject* tp_dict
+        unsigned long tp_flags
+        unsigned int tp_version_tag
+    unsigned long Py_TPFLAGS_VALID_VERSION_TAG
+    PyObject* PyObject_Vectorcall_raw "PyObject_Vectorcall"(
+        PyObject* callable, PyObject** args, size_t nargsf, PyObject* kwnames) noexcept
     void PyType_Modified(PyTypeObject*)
     int PyDict_SetItemString(object, const char*, object) except -1
     void PyErr_Clear() noexcept

@@ -162,28 +162,6 @@ _publish_exchange_api()
 
 # ---- consumer -------------------------------------------------------------------------
 
-# type -> the address of its exchange table, or 0 when it has none or it is unusable. The
-# dict keeps every cached type alive, so the one-entry cache below can compare pointers.
-cdef dict _exchange_api_cache = {}
-cdef PyObject* _last_type = NULL
-cdef const DLPackExchangeAPI* _last_api = NULL
-
-
-cdef const DLPackExchangeAPI* _exchange_api_of(type cls) except? NULL:
-    global _last_type, _last_api
-    cdef const DLPackExchangeAPI* api
-    if <PyObject*>cls == _last_type:
-        return _last_api
-    address = _exchange_api_cache.get(cls)
-    if address is None:
-        address = _lookup_exchange_api(cls)
-        _exchange_api_cache[cls] = address
-    api = <const DLPackExchangeAPI*><uintptr_t>address
-    _last_type = <PyObject*>cls
-    _last_api = api
-    return api
-
-
 cdef uintptr_t _lookup_exchange_api(type cls) except? 0:
     cdef const DLPackExchangeAPI* api = NULL
     table = getattr(cls, "__dlpack_c_exchange_api__", None)
@@ -201,14 +179,7 @@ cdef uintptr_t _lookup_exchange_api(type cls) except? 0:
         return 0
     if api.managed_tensor_from_py_object_no_sync == NULL:
         return 0
-    if _is_torch_tensor_type(cls):
-        _torch_types.add(cls)
     return <uintptr_t>api
-
-
-# PyTorch tensor types. Their exchange table exports lazily conjugated or negated views
-# with the stored values, so imports of these types check the two bits first.
-cdef set _torch_types = set()
 
 
 cdef int _check_torch_view_bits(object tensor) except -1:
@@ -228,11 +199,13 @@ cdef bint _is_torch_tensor_type(type cls):
     return torch is not None and issubclass(cls, torch.Tensor)
 
 
-cdef Tensor _import_through_exchange_api(const DLPackExchangeAPI* api, object obj):
+cdef Tensor _import_through_exchange_api(_Producer producer, object obj):
     """Imports `obj` through its type's exchange table; None when the table cannot serve it
     (device memory whose stream order dlinterop cannot enforce)."""
+    cdef const DLPackExchangeAPI* api = producer.api
     cdef DLManagedTensorVersioned* m = NULL
-    if type(obj) in _torch_types:
+    if producer.is_torch:
+        # PyTorch's table exports lazily conjugated or negated views with the stored values.
         _check_torch_view_bits(obj)
     if api.managed_tensor_from_py_object_no_sync(<void*>obj, &m) != 0:
         raise_pending_error()

@@ -182,16 +182,83 @@ cdef Tensor _view_of(Tensor src):
     return t
 
 
-cdef object _call_dlpack(object obj, object kwargs):
+# ---- producer types -----------------------------------------------------------------
+
+@cython.final
+@cython.no_gc
+cdef class _Producer:
+    """What the importer needs to know about a producer type, looked up once per type and
+    trusted while the type's version tag (which CPython changes whenever one of the type's
+    attributes does) stays the same."""
+    cdef unsigned int version_tag
+    cdef const DLPackExchangeAPI* api   # the type's exchange table, or NULL
+    cdef object dlpack    # the type's __dlpack__ as a plain function or method descriptor,
+                          # called unbound with the object first; None: look it up per call
+    cdef bint is_torch
+
+
+# type -> _Producer; the dict keeps every cached type alive, so the one-entry cache in
+# front of it can compare type pointers.
+cdef dict _producers = {}
+cdef PyObject* _last_producer_type = NULL
+cdef _Producer _last_producer = None
+
+
+cdef inline bint _still_valid(PyTypeObject* tp, unsigned int tag) noexcept:
+    return tag != 0 and tp.tp_version_tag == tag and (
+        tp.tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) != 0
+
+
+cdef _Producer _producer_of(type cls):
+    global _last_producer_type, _last_producer
+    cdef _Producer p
+    if <PyObject*>cls == _last_producer_type and _still_valid(<PyTypeObject*>cls,
+                                                             _last_producer.version_tag):
+        return _last_producer
+    p = _producers.get(cls)
+    if p is None or not _still_valid(<PyTypeObject*>cls, p.version_tag):
+        p = _describe_producer(cls)
+        _producers[cls] = p
+    _last_producer_type = <PyObject*>cls
+    _last_producer = p
+    return p
+
+
+cdef _Producer _describe_producer(type cls):
+    cdef _Producer p = _Producer.__new__(_Producer)
+    p.api = <const DLPackExchangeAPI*>_lookup_exchange_api(cls)
+    method = None
+    for base in cls.__mro__:
+        method = base.__dict__.get("__dlpack__")
+        if method is not None:
+            break
+    # Only these are called with the object as first argument; a staticmethod, a property
+    # or another descriptor goes through ordinary attribute lookup on every call.
+    p.dlpack = method if type(method) in _UNBOUND_CALLABLE_TYPES else None
+    p.is_torch = _is_torch_tensor_type(cls)
+    getattr(cls, "__dlpack__", None)   # a type lookup assigns the version tag if it has none
+    p.version_tag = (<PyTypeObject*>cls).tp_version_tag if (
+        (<PyTypeObject*>cls).tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) else 0
+    return p
+
+
+cdef tuple _UNBOUND_CALLABLE_TYPES = (
+    type(lambda: None),            # a function defined in a class body
+    type(str.join),                # a C method descriptor (NumPy, PyTorch)
+    type(_Producer.__reduce__),    # a Cython method
+)
+
+
+cdef object _call_dlpack(object obj, object kwargs, _Producer producer=None):
     """The capsule obj.__dlpack__(max_version=(1, 3), **kwargs) returns."""
-    capsule = _call_dlpack_method(obj, kwargs)
+    capsule = _call_dlpack_method(obj, kwargs, producer)
     if not PyCapsule_CheckExact(capsule):
         raise TypeError(f"{type(obj).__name__}.__dlpack__ returned "
                         f"{type(capsule).__name__}, not a DLPack capsule")
     return capsule
 
 
-cdef object _call_dlpack_method(object obj, object kwargs):
+cdef object _call_dlpack_method(object obj, object kwargs, _Producer producer):
     """obj.__dlpack__(max_version=(1, 3), **kwargs), falling back to the pre-1.0 signature
     (stream only) for producers that reject the new keywords with TypeError."""
     cdef PyObject* args[2]
@@ -202,8 +269,14 @@ cdef object _call_dlpack_method(object obj, object kwargs):
     if kwargs is None:
         args[0] = <PyObject*>obj
         args[1] = <PyObject*>_MAX_VERSION
-        result = PyObject_VectorcallMethod_raw(<PyObject*>_DLPACK_METHOD, args, 1,
-                                               <PyObject*>_KW_MAX_VERSION)
+        if producer is None:
+            producer = _producer_of(type(obj))
+        if producer.dlpack is not None:
+            result = PyObject_Vectorcall_raw(<PyObject*>producer.dlpack, args, 1,
+                                             <PyObject*>_KW_MAX_VERSION)
+        else:
+            result = PyObject_VectorcallMethod_raw(<PyObject*>_DLPACK_METHOD, args, 1,
+                                                   <PyObject*>_KW_MAX_VERSION)
         if result != NULL:
             capsule = <object>result
             Py_DecRef(result)
@@ -246,18 +319,18 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
     cdef DLDevice target
     cdef dict kwargs = None
     cdef type cls = type(obj)
-    cdef const DLPackExchangeAPI* api
+    cdef _Producer producer
     if device is None and copy is None and stream is None:
         if cls is Tensor:
             return _view_of(<Tensor>obj)
         if PyCapsule_CheckExact(obj):
             return _tensor_from_capsule(obj)
-        api = _exchange_api_of(cls)
-        if api != NULL:
-            t = _import_through_exchange_api(api, obj)
+        producer = _producer_of(cls)
+        if producer.api != NULL:
+            t = _import_through_exchange_api(producer, obj)
             if t is not None:
                 return t
-        return _tensor_from_capsule(_call_dlpack(obj, None))
+        return _tensor_from_capsule(_call_dlpack(obj, None, producer))
     _check_copy_arg(copy)
     if device is not None:
         target = _parse_device(device)

@@ -698,10 +698,20 @@ def test_table_is_looked_up_on_the_type_not_the_instance(c_consumer):
 def test_table_is_cached_per_type():
     table = ForgedTable()
     cls = producer_type(__dlpack_c_exchange_api__=table.capsule)
+    for _ in range(3):
+        dl.from_dlpack(cls())
+    assert (table.calls, cls.dlpack_calls) == (3, 0)
+
+
+def test_cache_follows_changes_to_the_type():
+    """The cache is keyed on the type's version tag: assigning to a class attribute (as a
+    monkeypatch does) is seen on the next import."""
+    table = ForgedTable()
+    cls = producer_type(__dlpack_c_exchange_api__=table.capsule)
     dl.from_dlpack(cls())
-    cls.__dlpack_c_exchange_api__ = None  # not looked up again
+    cls.__dlpack_c_exchange_api__ = None
     dl.from_dlpack(cls())
-    assert (table.calls, cls.dlpack_calls) == (2, 0)
+    assert (table.calls, cls.dlpack_calls) == (1, 1)
 
 
 def test_cache_tells_types_apart():
