@@ -182,16 +182,31 @@ cdef uintptr_t _lookup_exchange_api(type cls) except? 0:
     return <uintptr_t>api
 
 
-cdef int _check_torch_view_bits(object tensor) except -1:
+cdef int _check_torch_view_bits(_Producer producer, object tensor, bint complex_dtype) except -1:
     # Sharing the memory of a lazily conjugated or negated view would hand out the stored
     # values, not the ones the view means (torch's own __dlpack__ does so for negated views).
-    if tensor.is_conj():
+    # Only complex tensors carry the conjugate bit.
+    cdef PyObject* args[1]
+    args[0] = <PyObject*>tensor
+    if complex_dtype and _call_is_true(producer.torch_is_conj, args):
         raise BufferError("a PyTorch tensor with the conjugate bit set cannot be shared; "
                           "call .resolve_conj() first")
-    if tensor.is_neg():
+    if _call_is_true(producer.torch_is_neg, args):
         raise BufferError("a PyTorch tensor with the negative bit set cannot be shared; "
                           "call .resolve_neg() first")
     return 0
+
+
+cdef object _TRUE = True
+
+
+cdef bint _call_is_true(object method, PyObject** args) except -1:
+    """method(*args) is True, calling an unbound method without a lookup."""
+    cdef PyObject* result = PyObject_Vectorcall_raw(<PyObject*>method, args, 1, NULL)
+    if result == NULL:
+        return raise_pending_error()
+    Py_DecRef(result)   # the interpreter keeps True alive: comparing after is safe
+    return result == <PyObject*>_TRUE
 
 
 cdef bint _is_torch_tensor_type(type cls):
@@ -204,11 +219,15 @@ cdef Tensor _import_through_exchange_api(_Producer producer, object obj):
     (device memory whose stream order dlinterop cannot enforce)."""
     cdef const DLPackExchangeAPI* api = producer.api
     cdef DLManagedTensorVersioned* m = NULL
-    if producer.is_torch:
-        # PyTorch's table exports lazily conjugated or negated views with the stored values.
-        _check_torch_view_bits(obj)
     if api.managed_tensor_from_py_object_no_sync(<void*>obj, &m) != 0:
         raise_pending_error()
+    if producer.torch_is_neg is not None:
+        try:
+            _check_torch_view_bits(producer, obj, m.dl_tensor.dtype.code == kDLComplex)
+        except BaseException:
+            if m.deleter != NULL:
+                m.deleter(m)
+            raise
     if m.dl_tensor.device.device_type != kDLCPU:
         if not _cuda_sync_exchange(api, m):
             if m.deleter != NULL:

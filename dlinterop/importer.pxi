@@ -194,7 +194,11 @@ cdef class _Producer:
     cdef const DLPackExchangeAPI* api   # the type's exchange table, or NULL
     cdef object dlpack    # the type's __dlpack__ as a plain function or method descriptor,
                           # called unbound with the object first; None: look it up per call
-    cdef bint is_torch
+    # For PyTorch tensor types: the unbound is_conj and is_neg methods, called before each
+    # import through torch's exchange table (which exports lazily conjugated or negated
+    # views with the stored values); None for other types.
+    cdef object torch_is_conj
+    cdef object torch_is_neg
 
 
 # type -> _Producer; the dict keeps every cached type alive, so the one-entry cache in
@@ -235,7 +239,9 @@ cdef _Producer _describe_producer(type cls):
     # Only these are called with the object as first argument; a staticmethod, a property
     # or another descriptor goes through ordinary attribute lookup on every call.
     p.dlpack = method if type(method) in _UNBOUND_CALLABLE_TYPES else None
-    p.is_torch = _is_torch_tensor_type(cls)
+    if _is_torch_tensor_type(cls):
+        p.torch_is_conj = cls.is_conj
+        p.torch_is_neg = cls.is_neg
     getattr(cls, "__dlpack__", None)   # a type lookup assigns the version tag if it has none
     p.version_tag = (<PyTypeObject*>cls).tp_version_tag if (
         (<PyTypeObject*>cls).tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) else 0
