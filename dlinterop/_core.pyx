@@ -1,4 +1,4 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: language_level=3, boundscheck=True, wraparound=False, cdivision=True
 # cython: embedsignature=True, embedsignature.format=clinic, binding=False
 # cython: freethreading_compatible=False
 """dlinterop's core: data types, devices, the Tensor, DLPack export and import, and the

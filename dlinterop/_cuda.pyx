@@ -114,6 +114,14 @@ cdef void* current_stream_nogil(int32_t device) noexcept nogil:
     return dli_cuda_current_stream(device)
 
 
+# How many dl.cuda.Stream contexts are entered, on all threads (changed with the GIL held).
+cdef int _streams_entered = 0
+
+
+cdef int streams_entered() noexcept nogil:
+    return _streams_entered
+
+
 # The C entry points dlinterop._core calls without the GIL, published as one capsule.
 cdef extern from *:
     """
@@ -121,12 +129,14 @@ cdef extern from *:
       void* (*alloc_nogil)(size_t, DLDevice, void**);
       void (*free_nogil)(void*, size_t, DLDevice);
       void* (*current_stream_nogil)(int32_t);
+      int (*streams_entered)(void);
     } dli_cuda_table;
     """
     ctypedef struct dli_cuda_table:
         void* (*alloc_nogil)(size_t, DLDevice, void**) noexcept nogil
         void (*free_nogil)(void*, size_t, DLDevice) noexcept nogil
         void* (*current_stream_nogil)(int32_t) noexcept nogil
+        int (*streams_entered)() noexcept nogil
 
 from cpython.pycapsule cimport PyCapsule_New
 
@@ -134,6 +144,7 @@ cdef dli_cuda_table _table
 _table.alloc_nogil = alloc_nogil
 _table.free_nogil = free_nogil
 _table.current_stream_nogil = current_stream_nogil
+_table.streams_entered = streams_entered
 c_table = PyCapsule_New(&_table, "dlinterop._cuda.table", NULL)
 
 
@@ -226,6 +237,21 @@ def current_stream_ptr(int device):
 
 def set_current_stream_ptr(int device, uintptr_t ptr):
     dli_cuda_set_current_stream(device, <void*>ptr)
+
+
+def enter_stream(int device, uintptr_t ptr):
+    """Makes `ptr` this thread's current stream on `device`; returns the previous one."""
+    global _streams_entered
+    previous = <uintptr_t>dli_cuda_current_stream(device)
+    dli_cuda_set_current_stream(device, <void*>ptr)
+    _streams_entered += 1
+    return previous
+
+
+def exit_stream(int device, uintptr_t previous):
+    global _streams_entered
+    dli_cuda_set_current_stream(device, <void*>previous)
+    _streams_entered -= 1
 
 
 def stream_create(int device):

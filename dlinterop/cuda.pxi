@@ -12,12 +12,14 @@ cdef extern from *:
       void* (*alloc_nogil)(size_t, DLDevice, void**);
       void (*free_nogil)(void*, size_t, DLDevice);
       void* (*current_stream_nogil)(int32_t);
+      int (*streams_entered)(void);
     } dli_cuda_table;
     """
     ctypedef struct dli_cuda_table:
         void* (*alloc_nogil)(size_t, DLDevice, void**) noexcept nogil
         void (*free_nogil)(void*, size_t, DLDevice) noexcept nogil
         void* (*current_stream_nogil)(int32_t) noexcept nogil
+        int (*streams_entered)() noexcept nogil
 
 cdef object _cuda = None            # the dlinterop._cuda module once loaded
 cdef bint _cuda_tried = False
@@ -42,6 +44,19 @@ cdef object _load_cuda():
             <PyObject*>module.c_table, "dlinterop._cuda.table")
         _cuda = module
     return _cuda
+
+
+cdef inline bint _cuda_streams_entered() noexcept:
+    """True while a dl.cuda.Stream is entered on any thread (never without the module)."""
+    return _cuda_table != NULL and _cuda_table.streams_entered() > 0
+
+
+cdef int _cuda_consumer_wait(object obj) except -1:
+    """For a capsule or a dl.Tensor on a CUDA device imported while a dl.cuda.Stream is
+    current: that stream waits for dlinterop's own work on the device."""
+    if type(obj) is Tensor and _is_cuda_memory((<Tensor>obj).dl.device.device_type):
+        _cuda.stream_wait((<Tensor>obj).dl.device.device_id, 0, 0)
+    return 0
 
 
 cdef object _require_cuda(DLDevice device):

@@ -100,12 +100,11 @@ class Stream:
         self._module.stream_synchronize(self._ptr)
 
     def __enter__(self):
-        self._previous.append(self._module.current_stream_ptr(self.device))
-        self._module.set_current_stream_ptr(self.device, self._ptr)
+        self._previous.append(self._module.enter_stream(self.device, self._ptr))
         return self
 
     def __exit__(self, *exc):
-        self._module.set_current_stream_ptr(self.device, self._previous.pop())
+        self._module.exit_stream(self.device, self._previous.pop())
         return False
 
     def __del__(self):

@@ -228,7 +228,7 @@ cdef Tensor _import_through_exchange_api(_Producer producer, object obj):
             if m.deleter != NULL:
                 m.deleter(m)
             raise
-    if m.dl_tensor.device.device_type != kDLCPU:
+    if m != NULL and m.dl_tensor.device.device_type != kDLCPU:
         if not _cuda_sync_exchange(api, m):
             if m.deleter != NULL:
                 m.deleter(m)

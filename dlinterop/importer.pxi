@@ -326,7 +326,12 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
     cdef dict kwargs = None
     cdef type cls = type(obj)
     cdef _Producer producer
-    if device is None and copy is None and stream is None:
+    cdef bint current_stream = False
+    if stream is None and _cuda_streams_entered():
+        # A dl.cuda.Stream is current somewhere: CUDA producers must order their work
+        # before it, so the consumer passes it (found below, once the device is known).
+        current_stream = True
+    elif device is None and copy is None and stream is None:
         if cls is Tensor:
             return _view_of(<Tensor>obj)
         if PyCapsule_CheckExact(obj):
@@ -343,12 +348,18 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
     if cls is Tensor or PyCapsule_CheckExact(obj):
         if stream is not None:
             raise ValueError("stream= cannot be applied to a capsule or a dl.Tensor")
+        if current_stream:
+            _cuda_consumer_wait(obj)
         t = _view_of(<Tensor>obj) if cls is Tensor else _tensor_from_capsule(obj)
     else:
         kwargs = {}
         if copy is not None:
             kwargs["copy"] = copy
-        if stream is not None:
+        if current_stream:
+            src_type, src_index = obj.__dlpack_device__()
+            if src_type in (kDLCUDA, kDLCUDAManaged):
+                kwargs["stream"] = _cuda.current_stream_ptr(src_index) or 1
+        elif stream is not None:
             src_type = obj.__dlpack_device__()[0]
             if src_type in (kDLCUDA, kDLCUDAManaged, kDLROCM):
                 kwargs["stream"] = stream

@@ -168,3 +168,25 @@ def test_host_to_device_bandwidth_is_measured(capsys):
     with capsys.disabled():
         print(f"\nH2D from pinned: {nbytes / elapsed / 1e9:.1f} GB/s")
     assert dst.nbytes == nbytes
+
+
+def test_import_inside_a_stream_context_passes_that_stream(torch):
+    """With a dl.cuda.Stream current, dl.from_dlpack hands its pointer to the producer."""
+    seen = {}
+
+    class Producer:
+        def __init__(self, x):
+            self.x = x
+
+        def __dlpack_device__(self):
+            return self.x.__dlpack_device__()
+
+        def __dlpack__(self, **kwargs):
+            seen.update(kwargs)
+            return self.x.__dlpack__(**kwargs)
+
+    x = torch.ones(4, device="cuda")
+    with dl.cuda.Stream() as s:
+        t = dl.from_dlpack(Producer(x))
+    assert seen["stream"] == s.ptr
+    assert t.data_ptr == x.data_ptr()
