@@ -84,11 +84,12 @@ cdef int _xapi_allocator(DLTensor* prototype, DLManagedTensorVersioned** out, vo
     return 0
 
 
-# The three functions below talk to Python. Declared `except -1`, they return -1 with the
-# exception set, as the exchange API requires; the table stores them cast to its noexcept
-# pointer types, which have the same C signature.
+# The three functions below take Python objects, so their callers hold the GIL (as they
+# must for PyTorch's table too). Declared `except -1`, they return -1 with the exception
+# set, as the exchange API requires; the table stores them cast to its noexcept pointer
+# types, which have the same C signature.
 
-cdef int _xapi_to_managed(void* py_object, DLManagedTensorVersioned** out) except -1 with gil:
+cdef int _xapi_to_managed(void* py_object, DLManagedTensorVersioned** out) except -1:
     """Owning export of a dl.Tensor, no stream synchronisation."""
     _check_tensor_object(<object>py_object)
     out[0] = _make_versioned_managed(<Tensor>py_object, DLPACK_MINOR_VERSION,
@@ -96,7 +97,7 @@ cdef int _xapi_to_managed(void* py_object, DLManagedTensorVersioned** out) excep
     return 0
 
 
-cdef int _xapi_to_py(DLManagedTensorVersioned* tensor, void** out_py_object) except -1 with gil:
+cdef int _xapi_to_py(DLManagedTensorVersioned* tensor, void** out_py_object) except -1:
     """Steals `tensor` and returns a new reference to a dl.Tensor wrapping it."""
     t = tensor_from_managed(tensor, False)
     Py_IncRef(<PyObject*>t)
@@ -104,7 +105,7 @@ cdef int _xapi_to_py(DLManagedTensorVersioned* tensor, void** out_py_object) exc
     return 0
 
 
-cdef int _xapi_view(void* py_object, DLTensor* out) except -1 with gil:
+cdef int _xapi_view(void* py_object, DLTensor* out) except -1:
     """A non-owning DLTensor valid while the Tensor lives."""
     _check_tensor_object(<object>py_object)
     out[0] = (<Tensor>py_object).dl
