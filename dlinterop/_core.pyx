@@ -53,6 +53,9 @@ cdef extern from "Python.h":
     PyObject* PyObject_VectorcallMethod_raw "PyObject_VectorcallMethod"(
         PyObject* name, PyObject** args, size_t nargsf, PyObject* kwnames) noexcept
     int PyErr_ExceptionMatches(PyObject* exc) noexcept
+    Py_ssize_t PyTuple_GET_SIZE(object) noexcept
+    PyObject* PyTuple_GET_ITEM(object, Py_ssize_t) noexcept
+    long PyLong_AsLongAndOverflow(PyObject*, int*) noexcept
     void Py_IncRef(PyObject*) noexcept nogil
     void Py_DecRef(PyObject*) noexcept nogil
     void PyErr_Fetch(PyObject**, PyObject**, PyObject**) noexcept nogil

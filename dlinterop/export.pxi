@@ -189,18 +189,26 @@ cdef object _make_legacy_capsule(Tensor t):
 cdef int _negotiated_minor(object max_version) except -2:
     """The minor version to stamp on a versioned capsule: the newest dlinterop implements
     that does not exceed max_version; -1 when the consumer wants a legacy capsule."""
+    cdef long major, minor
+    cdef int overflow
     if max_version is None:
         return -1
-    if (type(max_version) is not tuple or len(<tuple>max_version) != 2
-            or not isinstance((<tuple>max_version)[0], int)
-            or not isinstance((<tuple>max_version)[1], int)):
+    if (type(max_version) is not tuple or PyTuple_GET_SIZE(max_version) != 2
+            or not isinstance(<object>PyTuple_GET_ITEM(max_version, 0), int)
+            or not isinstance(<object>PyTuple_GET_ITEM(max_version, 1), int)):
         raise TypeError(f"max_version must be a (major, minor) tuple of ints, got {max_version!r}")
-    major, minor = max_version
+    # Out-of-range ints saturate: they only ever mean "newest" or "too old".
+    major = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(max_version, 0), &overflow)
+    if overflow:
+        major = overflow * 2
+    minor = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(max_version, 1), &overflow)
+    if overflow:
+        minor = overflow * DLPACK_MINOR_VERSION
     if major < 1:
         return -1
     if major > 1 or minor >= DLPACK_MINOR_VERSION:
         return DLPACK_MINOR_VERSION
-    return max(minor, 0)
+    return minor if minor > 0 else 0
 
 
 cdef object _export(Tensor t, object stream, object max_version, object dl_device, object copy):

@@ -64,7 +64,21 @@ static void copy_dim(char* dst, const char* src, int dim, int ndim, const int64_
     if (step == (ptrdiff_t)itemsize) {
       memcpy(dst, src, (size_t)n * itemsize);
     } else {
-      for (int64_t i = 0; i < n; ++i) memcpy(dst + i * itemsize, src + i * step, itemsize);
+      /* A constant size lets the compiler turn each memcpy into one load and store. */
+      switch (itemsize) {
+#define DLI_GATHER(SIZE) \
+  case SIZE:             \
+    for (int64_t i = 0; i < n; ++i) memcpy(dst + i * SIZE, src + i * step, SIZE); \
+    break;
+        DLI_GATHER(1)
+        DLI_GATHER(2)
+        DLI_GATHER(4)
+        DLI_GATHER(8)
+        DLI_GATHER(16)
+#undef DLI_GATHER
+        default:
+          for (int64_t i = 0; i < n; ++i) memcpy(dst + i * itemsize, src + i * step, itemsize);
+      }
     }
     *dst_end = dst + n * itemsize;
     return;
