@@ -1,0 +1,1 @@
+"""dlinterop's asv benchmarks (run `asv run --python=same --quick` from benchmarks/)."""
