@@ -101,7 +101,8 @@ cdef class Tensor:
 
     @property
     def nbytes(self):
-        return _storage_bytes(_element_count(&self.dl), self.dl.dtype)
+        # In Python ints: a broadcast (zero-stride) view can hold more than 2**63 bytes' worth.
+        return (<object>_element_count(&self.dl) * self.dl.dtype.bits * self.dl.dtype.lanes + 7) // 8
 
     @property
     def itemsize(self):
@@ -199,6 +200,7 @@ cdef class Tensor:
     def __getbuffer__(self, Py_buffer* buf, int flags):
         cdef DType dt = dtype_from_dl(self.dl.dtype)
         cdef Py_ssize_t* byte_strides = NULL
+        cdef int64_t length
         cdef int i
         if not _host_accessible(self.dl.device.device_type):
             raise BufferError(f"memory on {self.device} is not host-accessible; "
@@ -217,6 +219,9 @@ cdef class Tensor:
             raise BufferError("tensor is not Fortran-contiguous")
         if (flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS and not contiguous:
             raise BufferError("tensor is not contiguous")
+        if __builtin_mul_overflow(_element_count(&self.dl), dt.itemsize, &length):
+            # A broadcast view can name more bytes than an address space holds.
+            raise BufferError(f"a buffer of {self.size} x {dt.itemsize} bytes cannot be described")
         if self.dl.ndim > 0 and (flags & PyBUF_STRIDES) == PyBUF_STRIDES:
             byte_strides = <Py_ssize_t*>malloc(self.dl.ndim * sizeof(Py_ssize_t))
             if byte_strides == NULL:
@@ -225,7 +230,7 @@ cdef class Tensor:
                 byte_strides[i] = self.dl.strides[i] * dt.itemsize
         buf.buf = <char*>self.dl.data + self.dl.byte_offset
         buf.obj = self
-        buf.len = _element_count(&self.dl) * dt.itemsize
+        buf.len = length
         buf.readonly = self.readonly
         buf.itemsize = dt.itemsize
         buf.format = <char*>dt.buffer_format if (flags & PyBUF_FORMAT) == PyBUF_FORMAT else NULL
@@ -345,7 +350,9 @@ cdef inline void _fill_c_strides(int64_t* strides, const int64_t* shape, int ndi
     for i in range(ndim - 1, -1, -1):
         strides[i] = step
         if shape[i] > 1:
-            step *= shape[i]
+            # Unsigned: the product wraps (instead of signed-overflow UB) only for an empty
+            # tensor with a 0 dim in front, whose strides address nothing.
+            step = <int64_t>(<uint64_t>step * <uint64_t>shape[i])
 
 
 cdef Tensor _allocate(int ndim, const int64_t* shape, DLDataType dt, DLDevice device,
@@ -363,7 +370,7 @@ cdef Tensor _allocate(int ndim, const int64_t* shape, DLDataType dt, DLDevice de
     if count > (INT64_MAX - 7) // (dt.bits * dt.lanes):
         raise ValueError("shape is too large: its size in bytes overflows int64")
     _reserve_shape(t, ndim)
-    memcpy(t.dl.shape, shape, ndim * sizeof(int64_t))
+    if ndim > 0: memcpy(t.dl.shape, shape, ndim * sizeof(int64_t))  # no NULL to memcpy (UB)
     _fill_c_strides(t.dl.strides, shape, ndim)
     t.dl.dtype = dt
     t.dl.device = device

@@ -59,7 +59,7 @@ int dli_interpreter_alive(void) {
 static void copy_dim(char* dst, const char* src, int dim, int ndim, const int64_t* shape,
                      const int64_t* strides, size_t itemsize, char** dst_end) {
   int64_t n = shape[dim];
-  ptrdiff_t step = (ptrdiff_t)(strides[dim] * (int64_t)itemsize);
+  ptrdiff_t step = (ptrdiff_t)((uint64_t)strides[dim] * itemsize); /* wraps only where n <= 1 */
   if (dim == ndim - 1) {
     if (step == (ptrdiff_t)itemsize) {
       memcpy(dst, src, (size_t)n * itemsize);
