@@ -583,3 +583,49 @@ def test_deleters_at_interpreter_shutdown_are_silent(run):
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert proc.stderr == ""
+
+
+# --------------------------------------------------------------------------------------
+# Deleters on threads Python has never seen
+# --------------------------------------------------------------------------------------
+
+# A native thread (pthread_create straight into dlinterop's deleter, no Python code on it)
+# is what a C++ framework's worker releasing a tensor looks like: no thread state, no GIL.
+_libc = ctypes.CDLL(None, use_errno=True)
+_pthread_create = _libc.pthread_create
+_pthread_create.argtypes = [ctypes.POINTER(ctypes.c_ulong), ctypes.c_void_p, ctypes.c_void_p,
+                            ctypes.c_void_p]
+_pthread_join = _libc.pthread_join
+_pthread_join.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
+
+
+def _native_deleter_call(capsule):
+    """(deleter address, managed address) of a capsule detached as _detach_deleter does."""
+    name = capsule_name(capsule)
+    address = _get_pointer(capsule, name.encode())
+    struct = DLManagedTensorVersioned if name == "dltensor_versioned" else DLManagedTensor
+    deleter = ctypes.c_void_p.from_address(address + struct.deleter.offset).value
+    assert _set_name(capsule, _USED_NAMES[name]) == 0
+    return deleter, address
+
+
+@pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "legacy"])
+def test_deleter_called_on_a_native_thread_python_never_saw(versioned):
+    t = dl.zeros((8,))
+    base, exports = sys.getrefcount(t), live_exports()
+    capsules = [dl.to_dlpack(t, versioned=versioned) for _ in range(16)]
+    calls = [_native_deleter_call(c) for c in capsules]
+    assert sys.getrefcount(t) == base + 16
+    threads = []
+    for deleter, address in calls:
+        thread = ctypes.c_ulong()
+        # The deleter's signature, void(DLManagedTensor*), serves as a thread start routine.
+        assert _pthread_create(ctypes.byref(thread), None, deleter, address) == 0
+        threads.append(thread.value)
+    for thread in threads:
+        assert _pthread_join(thread, None) == 0  # a ctypes call: the GIL is released
+    assert sys.getrefcount(t) == base
+    assert live_exports() == exports
+    del capsules
+    assert sys.getrefcount(t) == base
+
