@@ -183,19 +183,22 @@ cdef uintptr_t _lookup_exchange_api(type cls) except? 0:
     return <uintptr_t>api
 
 
-cdef int _check_torch_view_bits(_Producer producer, object tensor, bint complex_dtype) except -1:
-    # Sharing the memory of a lazily conjugated or negated view would hand out the stored
-    # values, not the ones the view means (torch's own __dlpack__ does so for negated views).
-    # Only complex tensors carry the conjugate bit.
+cdef bint _torch_view_bits_set(_Producer producer, object tensor, bint complex_dtype) except -1:
+    """True for a lazily conjugated or negated PyTorch view: sharing its memory would hand
+    out the stored values, not the ones the view means (torch's own __dlpack__ does so for
+    negated views). Only complex tensors carry the conjugate bit."""
     cdef PyObject* args[1]
     args[0] = <PyObject*>tensor
-    if complex_dtype and _call_is_true(producer.torch_is_conj, args):
+    return ((complex_dtype and _call_is_true(producer.torch_is_conj, args))
+            or _call_is_true(producer.torch_is_neg, args))
+
+
+cdef int _raise_torch_view_bits(object tensor) except -1:
+    if tensor.is_conj():
         raise BufferError("a PyTorch tensor with the conjugate bit set cannot be shared; "
                           "call .resolve_conj() first")
-    if _call_is_true(producer.torch_is_neg, args):
-        raise BufferError("a PyTorch tensor with the negative bit set cannot be shared; "
-                          "call .resolve_neg() first")
-    return 0
+    raise BufferError("a PyTorch tensor with the negative bit set cannot be shared; "
+                      "call .resolve_neg() first")
 
 
 cdef object _TRUE = True
@@ -222,13 +225,11 @@ cdef Tensor _import_through_exchange_api(_Producer producer, object obj):
     cdef DLManagedTensorVersioned* m = NULL
     if api.managed_tensor_from_py_object_no_sync(<void*>obj, &m) != 0:
         raise_pending_error()
-    if producer.torch_is_neg is not None:
-        try:
-            _check_torch_view_bits(producer, obj, m.dl_tensor.dtype.code == kDLComplex)
-        except BaseException:
-            if m.deleter != NULL:
-                m.deleter(m)
-            raise
+    if producer.torch_is_neg is not None and _torch_view_bits_set(
+            producer, obj, m.dl_tensor.dtype.code == kDLComplex):
+        if m.deleter != NULL:
+            m.deleter(m)
+        _raise_torch_view_bits(obj)
     if m != NULL and m.dl_tensor.device.device_type != kDLCPU:
         if not _cuda_sync_exchange(api, m):
             if m.deleter != NULL:
