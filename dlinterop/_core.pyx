@@ -20,6 +20,7 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, strcmp
 
 from dlinterop.dlpack cimport *
+from dlinterop._cuda_table cimport dli_cuda_table
 
 import math
 import operator

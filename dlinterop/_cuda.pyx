@@ -8,6 +8,7 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
 from dlinterop.dlpack cimport DLDevice, DLDeviceType
+from dlinterop._cuda_table cimport dli_cuda_table
 
 from dlinterop.cuda import CUDAError, CUDAOutOfMemoryError
 
@@ -123,20 +124,6 @@ cdef int streams_entered() noexcept nogil:
 
 
 # The C entry points dlinterop._core calls without the GIL, published as one capsule.
-cdef extern from *:
-    """
-    typedef struct {
-      void* (*alloc_nogil)(size_t, DLDevice, void**);
-      void (*free_nogil)(void*, size_t, DLDevice);
-      void* (*current_stream_nogil)(int32_t);
-      int (*streams_entered)(void);
-    } dli_cuda_table;
-    """
-    ctypedef struct dli_cuda_table:
-        void* (*alloc_nogil)(size_t, DLDevice, void**) noexcept nogil
-        void (*free_nogil)(void*, size_t, DLDevice) noexcept nogil
-        void* (*current_stream_nogil)(int32_t) noexcept nogil
-        int (*streams_entered)() noexcept nogil
 
 from cpython.pycapsule cimport PyCapsule_New
 

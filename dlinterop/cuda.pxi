@@ -6,21 +6,6 @@ cdef DLDevice _CPU
 _CPU.device_type = kDLCPU
 _CPU.device_id = 0
 
-cdef extern from *:
-    """
-    typedef struct {
-      void* (*alloc_nogil)(size_t, DLDevice, void**);
-      void (*free_nogil)(void*, size_t, DLDevice);
-      void* (*current_stream_nogil)(int32_t);
-      int (*streams_entered)(void);
-    } dli_cuda_table;
-    """
-    ctypedef struct dli_cuda_table:
-        void* (*alloc_nogil)(size_t, DLDevice, void**) noexcept nogil
-        void (*free_nogil)(void*, size_t, DLDevice) noexcept nogil
-        void* (*current_stream_nogil)(int32_t) noexcept nogil
-        int (*streams_entered)() noexcept nogil
-
 cdef object _cuda = None            # the dlinterop._cuda module once loaded
 cdef bint _cuda_tried = False
 cdef const dli_cuda_table* _cuda_table = NULL
