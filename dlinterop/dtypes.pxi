@@ -3,6 +3,8 @@
 # the importer applies to a foreign DLDataType.
 
 cdef dict _dtype_by_key = {}    # packed (code, bits, lanes) -> DType
+# [code][bits]: bit (lanes - 1) is set for every registered triple; read without the GIL.
+cdef uint8_t _registered_lanes[kDLFloat4_e2m1fn + 1][256]
 cdef dict _dtype_by_name = {}   # name -> DType
 
 cdef inline uint64_t _dtype_key(uint8_t code, uint8_t bits, uint16_t lanes) noexcept nogil:
@@ -90,6 +92,7 @@ cdef DType _register_dtype(str name, uint8_t code, uint8_t bits, uint16_t lanes,
     dt.buffer_format = fmt
     _dtype_by_key[_dtype_key(code, bits, lanes)] = dt
     _dtype_by_name[name] = dt
+    _registered_lanes[code][bits] |= 1 << (lanes - 1)
     return dt
 
 
@@ -132,26 +135,11 @@ cdef DType dtype_from_dl(DLDataType dt):
 
 
 cdef bint _valid_dtype_nogil(DLDataType dt) noexcept nogil:
-    """True for exactly the (code, bits, lanes) triples that have a DType."""
-    if dt.lanes != 1:
-        return dt.code == kDLFloat4_e2m1fn and dt.bits == 4 and dt.lanes == 2
-    if dt.code == kDLInt or dt.code == kDLUInt:
-        return dt.bits == 8 or dt.bits == 16 or dt.bits == 32 or dt.bits == 64
-    if dt.code == kDLFloat:
-        return dt.bits == 16 or dt.bits == 32 or dt.bits == 64
-    if dt.code == kDLBfloat:
-        return dt.bits == 16
-    if dt.code == kDLComplex:
-        return dt.bits == 32 or dt.bits == 64 or dt.bits == 128
-    if dt.code == kDLBool:
-        return dt.bits == 8
-    if kDLFloat8_e3m4 <= dt.code <= kDLFloat8_e8m0fnu:
-        return dt.bits == 8
-    if dt.code == kDLFloat6_e2m3fn or dt.code == kDLFloat6_e3m2fn:
-        return dt.bits == 6
-    if dt.code == kDLFloat4_e2m1fn:
-        return dt.bits == 4
-    return False
+    """True for exactly the (code, bits, lanes) triples that have a DType, read from the
+    table _register_dtype fills, so that the registry above is the only list of types."""
+    if dt.code > kDLFloat4_e2m1fn or dt.lanes > 8 * sizeof(_registered_lanes[0][0]):
+        return False
+    return (_registered_lanes[dt.code][dt.bits] >> (dt.lanes - 1)) & 1 if dt.lanes else False
 
 
 cdef inline bint _is_packed_subbyte(DLDataType dt) noexcept nogil:
