@@ -118,6 +118,16 @@ cdef Tensor _wrap_dltensor(const DLTensor* dl, uint64_t flags):
     return t
 
 
+cdef Tensor _wrap_versioned(const DLManagedTensorVersioned* m):
+    """A Tensor viewing a versioned managed tensor once its version and layout are checked;
+    it does not take ownership (the callers do, each in its own way)."""
+    if m.version.major != 1:
+        raise BufferError(f"unsupported DLPack major version {m.version.major}; "
+                          "dlinterop implements 1.x")
+    _validate_dltensor(&m.dl_tensor)
+    return _wrap_dltensor(&m.dl_tensor, m.flags)
+
+
 cdef Tensor tensor_from_managed(DLManagedTensorVersioned* m, bint readonly):
     """Takes ownership of `m`: on success the Tensor calls its deleter when it dies; on
     failure the deleter has already been called when the exception is raised."""
@@ -125,11 +135,7 @@ cdef Tensor tensor_from_managed(DLManagedTensorVersioned* m, bint readonly):
     try:
         if m == NULL:
             raise ValueError("NULL DLManagedTensorVersioned")
-        if m.version.major != 1:
-            raise BufferError(f"unsupported DLPack major version {m.version.major}; "
-                              "dlinterop implements 1.x")
-        _validate_dltensor(&m.dl_tensor)
-        t = _wrap_dltensor(&m.dl_tensor, m.flags)
+        t = _wrap_versioned(m)
     except BaseException:
         if m != NULL and m.deleter != NULL:
             m.deleter(m)
@@ -150,11 +156,7 @@ cdef Tensor _tensor_from_capsule(object capsule):
                          "DLPack capsule")
     if strcmp(name, NAME_VERSIONED) == 0:
         mv = <DLManagedTensorVersioned*>PyCapsule_GetPointer(<PyObject*>capsule, NAME_VERSIONED)
-        if mv.version.major != 1:
-            raise BufferError(f"unsupported DLPack major version {mv.version.major}; "
-                              "dlinterop implements 1.x")
-        _validate_dltensor(&mv.dl_tensor)
-        t = _wrap_dltensor(&mv.dl_tensor, mv.flags)
+        t = _wrap_versioned(mv)
         # Consume: from here the Tensor owns the managed tensor. SetName cannot fail on a
         # valid capsule.
         PyCapsule_SetName(capsule, NAME_USED_VERSIONED)
