@@ -144,9 +144,6 @@ cdef class Tensor:
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """Export as a DLPack capsule; see SPEC section 6.1 for every rule."""
-        if (max_version is None and stream is None and dl_device is None and copy is None
-                and self.flags == 0 and self.dl.device.device_type == kDLCPU):
-            return _make_legacy_capsule(self)
         return _export(self, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self):
