@@ -183,17 +183,150 @@ cdef uintptr_t _lookup_exchange_api(type cls) except? 0:
     return <uintptr_t>api
 
 
-cdef bint _torch_view_bits_set(_Producer producer, object tensor, bint complex_dtype) except -1:
-    """True for a lazily conjugated or negated PyTorch view: sharing its memory would hand
-    out the stored values, not the ones the view means (torch's own __dlpack__ does so for
-    negated views). Only complex tensors carry the conjugate bit."""
+# ---- PyTorch's lazy conjugate and negative bits ----------------------------------------
+#
+# PyTorch hands out lazily conjugated (x.conj()) and negated (x.conj().imag, torch._neg_view)
+# views with their stored values, through its exchange table and, for negated views, its
+# __dlpack__ too. Sharing them would give wrong numbers, so dlinterop refuses them. Asking
+# through Python (x.is_neg()) costs as much as the rest of the import, so for plain
+# torch.Tensor objects the two bits are read through libtorch's exported
+# at::native::is_neg / is_conj (bool f(const at::Tensor&)), handed the at::Tensor that the
+# Python object holds. Where that at::Tensor sits is not assumed: it is found by matching
+# the public Tensor._cdata pointer, and the functions are checked against the Python
+# methods on probe tensors before being trusted. Anything unexpected (another platform, a
+# missing symbol, a changed layout) leaves the Python methods in charge.
+
+cdef extern from *:
+    """
+    #include <stdbool.h>
+    typedef bool (*dli_torch_bit_fn)(const void *tensor);
+    #if defined(_WIN32)
+    static void *dli_torch_symbol(const char *lib, const char *name) {
+        (void)lib; (void)name;
+        return NULL;
+    }
+    #else
+    #include <dlfcn.h>
+    /* A symbol of an already loaded library; never loads one. */
+    static void *dli_torch_symbol(const char *lib, const char *name) {
+        void *handle = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
+        void *symbol;
+        if (handle == NULL) {
+            (void)dlerror();
+            return NULL;
+        }
+        symbol = dlsym(handle, name);
+        (void)dlerror();
+        /* torch._C links the library, and extension modules are never unloaded, so the
+           symbol outlives this reference. */
+        dlclose(handle);
+        return symbol;
+    }
+    #endif
+    """
+    ctypedef bint (*dli_torch_bit_fn)(const void* tensor) noexcept nogil
+    void* dli_torch_symbol(const char* lib, const char* name) nogil
+
+
+cdef dli_torch_bit_fn _torch_native_is_neg = NULL
+cdef dli_torch_bit_fn _torch_native_is_conj = NULL
+cdef Py_ssize_t _torch_native_offset = -2   # -2: not looked for yet; -1: not usable
+
+
+cdef Py_ssize_t _torch_tensor_slot(object tensor) except -2:
+    """Offset of the at::Tensor inside a torch.Tensor object: the pointer-sized word equal
+    to tensor._cdata (its TensorImpl), or -1."""
+    cdef size_t impl = tensor._cdata
+    cdef Py_ssize_t size = type(tensor).__basicsize__
+    cdef Py_ssize_t offset = sizeof(PyObject)
+    while offset + <Py_ssize_t>sizeof(void*) <= size:
+        if (<size_t*>(<char*><PyObject*>tensor + offset))[0] == impl:
+            return offset
+        offset += sizeof(void*)
+    return -1
+
+
+cdef Py_ssize_t _torch_native_bits_offset(object torch) except -2:
+    """The at::Tensor offset in torch.Tensor objects when the native bit reads are usable,
+    else -1. Worked out once per process; when the probe tensors cannot be made (a PyTorch
+    mode that returns other types is active, say) the answer is -1 and not kept."""
+    global _torch_native_is_neg, _torch_native_is_conj, _torch_native_offset
+    cdef dli_torch_bit_fn neg = NULL
+    cdef dli_torch_bit_fn conj = NULL
+    cdef Py_ssize_t offset
+    cdef const void* slot
+    cdef bytes lib
+    if _torch_native_offset != -2:
+        return _torch_native_offset
+    import os
+    try:
+        libdir = os.path.join(os.path.dirname(torch.__file__), "lib")
+        libs = [os.fsencode(os.path.join(libdir, name))
+                for name in ("libtorch_cpu.so", "libtorch_cpu.dylib")]
+        # A conjugated and a negated view among them, so that both answers are exercised.
+        base = torch.zeros(2, dtype=torch.complex64)
+        probes = [base, base.conj(), base.conj().imag, base.real, torch.zeros(3)[1:]]
+        if any(type(probe) is not torch.Tensor for probe in probes):
+            return -1
+        offsets = [_torch_tensor_slot(probe) for probe in probes]
+        expected = [(probe.is_neg(), probe.is_conj()) for probe in probes]
+    except Exception:
+        return -1
+    # No Python code from here on, so no other thread sees a half-made answer.
+    _torch_native_offset = -1
+    for lib in libs:
+        neg = <dli_torch_bit_fn>dli_torch_symbol(lib, b"_ZN2at6native6is_negERKNS_6TensorE")
+        conj = <dli_torch_bit_fn>dli_torch_symbol(lib, b"_ZN2at6native7is_conjERKNS_6TensorE")
+        if neg != NULL and conj != NULL:
+            break
+    else:
+        return -1
+    offset = offsets[0]
+    if offset < 0:
+        return -1
+    for i in range(len(probes)):
+        # The same slot in every probe, and the same answers as the Python methods.
+        if offsets[i] != offset:
+            return -1
+        slot = <const void*>(<char*><PyObject*>probes[i] + offset)
+        if neg(slot) != expected[i][0] or conj(slot) != expected[i][1]:
+            return -1
+    _torch_native_is_neg = neg
+    _torch_native_is_conj = conj
+    _torch_native_offset = offset
+    return offset
+
+
+def _torch_native_bits():
+    """Testing aid: the at::Tensor offset used to read PyTorch's conjugate and negative
+    bits natively, or -1 when the Python methods are asked instead (-2: not looked at)."""
+    return _torch_native_offset
+
+
+cdef Py_ssize_t _torch_native_offset_for(type cls) except -2:
+    """Where native bit reads apply: plain torch.Tensor only (a subclass may answer
+    is_neg/is_conj through __torch_function__)."""
+    torch = sys.modules.get("torch")
+    if torch is None or cls is not torch.Tensor:
+        return -1
+    return _torch_native_bits_offset(torch)
+
+
+cdef int _refuse_torch_view_bits(_Producer producer, object tensor) except -1:
+    """BufferError for a lazily conjugated or negated PyTorch view; 0 for anything else."""
+    cdef const void* slot
     cdef PyObject* args[1]
-    args[0] = <PyObject*>tensor
-    return ((complex_dtype and _call_is_true(producer.torch_is_conj, args))
-            or _call_is_true(producer.torch_is_neg, args))
-
-
-cdef int _raise_torch_view_bits(object tensor) except -1:
+    if producer.torch_is_neg is None:
+        return 0
+    if producer.torch_native_offset >= 0:
+        slot = <const void*>(<char*><PyObject*>tensor + producer.torch_native_offset)
+        if not (_torch_native_is_neg(slot) or _torch_native_is_conj(slot)):
+            return 0
+    else:
+        args[0] = <PyObject*>tensor
+        if not (_call_is_true(producer.torch_is_neg, args)
+                or _call_is_true(producer.torch_is_conj, args)):
+            return 0
     if tensor.is_conj():
         raise BufferError("a PyTorch tensor with the conjugate bit set cannot be shared; "
                           "call .resolve_conj() first")
@@ -225,11 +358,6 @@ cdef Tensor _import_through_exchange_api(_Producer producer, object obj):
     cdef DLManagedTensorVersioned* m = NULL
     if api.managed_tensor_from_py_object_no_sync(<void*>obj, &m) != 0:
         raise_pending_error()
-    if producer.torch_is_neg is not None and _torch_view_bits_set(
-            producer, obj, m.dl_tensor.dtype.code == kDLComplex):
-        if m.deleter != NULL:
-            m.deleter(m)
-        _raise_torch_view_bits(obj)
     if m != NULL and m.dl_tensor.device.device_type != kDLCPU:
         if not _cuda_sync_exchange(api, m):
             if m.deleter != NULL:

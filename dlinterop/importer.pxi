@@ -196,11 +196,13 @@ cdef class _Producer:
     cdef const DLPackExchangeAPI* api   # the type's exchange table, or NULL
     cdef object dlpack    # the type's __dlpack__ as a plain function or method descriptor,
                           # called unbound with the object first; None: look it up per call
-    # For PyTorch tensor types: the unbound is_conj and is_neg methods, called before each
-    # import through torch's exchange table (which exports lazily conjugated or negated
-    # views with the stored values); None for other types.
+    # For PyTorch tensor types: the unbound is_conj and is_neg methods, asked before each
+    # import that would share memory (PyTorch exports lazily conjugated or negated views
+    # with the stored values); None for other types. When torch_native_offset is >= 0 the
+    # bits are read natively instead, from the at::Tensor at that offset (exchange.pxi).
     cdef object torch_is_conj
     cdef object torch_is_neg
+    cdef Py_ssize_t torch_native_offset
 
 
 # type -> _Producer; the dict keeps every cached type alive, so the one-entry cache in
@@ -244,6 +246,9 @@ cdef _Producer _describe_producer(type cls):
     if _is_torch_tensor_type(cls):
         p.torch_is_conj = cls.is_conj
         p.torch_is_neg = cls.is_neg
+        p.torch_native_offset = _torch_native_offset_for(cls)
+    else:
+        p.torch_native_offset = -1
     getattr(cls, "__dlpack__", None)   # a type lookup assigns the version tag if it has none
     p.version_tag = (<PyTypeObject*>cls).tp_version_tag if (
         (<PyTypeObject*>cls).tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) else 0
@@ -339,6 +344,7 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
         if PyCapsule_CheckExact(obj):
             return _tensor_from_capsule(obj)
         producer = _producer_of(cls)
+        _refuse_torch_view_bits(producer, obj)
         if producer.api != NULL:
             t = _import_through_exchange_api(producer, obj)
             if t is not None:
@@ -354,6 +360,10 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
             _cuda_consumer_wait(obj)
         t = _view_of(<Tensor>obj) if cls is Tensor else _tensor_from_capsule(obj)
     else:
+        if copy is not True:
+            # A copy made by PyTorch resolves the negative bit (and it refuses conjugated
+            # views itself); sharing memory must not.
+            _refuse_torch_view_bits(_producer_of(cls), obj)
         kwargs = {}
         if copy is not None:
             kwargs["copy"] = copy

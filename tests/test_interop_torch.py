@@ -369,17 +369,136 @@ def test_read_only_tensor_cannot_travel_as_a_legacy_capsule_to_torch():
 
 # -- regressions and known gaps ---------------------------------------------------------
 
-@pytest.mark.parametrize("view", ["conj", "neg"])
-def test_torch_lazy_conj_and_neg_views_are_refused_or_resolved(view):
-    if view == "conj":
-        x = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64).conj()
-        assert x.is_conj()
-    else:
-        x = torch._neg_view(torch.tensor([1.0, 2.0]))
-        assert x.is_neg()
-    # Regression: through torch's exchange table these came back with the stored values.
-    try:
-        t = dl.from_dlpack(x)
-    except BufferError:
+# PyTorch hands out lazily conjugated and negated views with their stored values (through
+# its exchange table, and for negated views its __dlpack__ too). Each maker returns such a
+# view, or a look-alike without the bits that must be shared as usual.
+def _complex(torch, dtype=None):
+    return torch.tensor([[1 + 2j, 3 - 4j, -5 + 6j], [7 + 0j, 0 - 8j, 9 + 9j]],
+                        dtype=dtype or torch.complex64)
+
+
+def _under_inference_mode(torch):
+    with torch.inference_mode():
+        return torch._neg_view(torch.arange(6.0))
+
+
+BIT_VIEWS = {
+    "conj": lambda torch: _complex(torch).conj(),
+    "conj complex128": lambda torch: _complex(torch, torch.complex128).conj(),
+    "conj transposed": lambda torch: _complex(torch).conj().T,
+    "conj sliced": lambda torch: _complex(torch).conj()[:, 1:],
+    "conj 0-d": lambda torch: _complex(torch)[0, 0].conj(),
+    "conj zero-size": lambda torch: _complex(torch)[:0].conj(),
+    "imag of conj": lambda torch: _complex(torch).conj().imag,
+    "neg view float32": lambda torch: torch._neg_view(torch.arange(6.0)),
+    "neg view int64": lambda torch: torch._neg_view(torch.arange(6)),
+    "neg view detached": lambda torch: torch._neg_view(torch.arange(6.0)).detach(),
+    "neg view requiring grad": lambda torch: torch._neg_view(
+        torch.arange(6.0, requires_grad=True)),
+    "neg view in inference mode": _under_inference_mode,
+}
+PLAIN_VIEWS = {
+    "resolved conj": lambda torch: _complex(torch).conj().resolve_conj(),
+    "conj of conj": lambda torch: _complex(torch).conj().conj(),
+    "real of conj": lambda torch: _complex(torch).conj().real,
+    "conj of a real tensor": lambda torch: torch.arange(6.0).conj(),
+    "resolved neg": lambda torch: torch._neg_view(torch.arange(6.0)).resolve_neg(),
+    "plain": lambda torch: torch.arange(6.0).reshape(2, 3).T,
+}
+IMPORT_PATHS = {"default": {}, "copy=False": {"copy": False}, "device=cpu": {"device": "cpu"}}
+
+
+class TorchSubclass(torch.Tensor):
+    """A subclass: dlinterop asks its is_neg/is_conj methods instead of reading the bits."""
+
+
+@pytest.fixture(params=["torch.Tensor", "subclass"])
+def as_type(request):
+    if request.param == "torch.Tensor":
+        return lambda x: x
+    return lambda x: x.as_subclass(TorchSubclass)
+
+
+@pytest.mark.parametrize("path", IMPORT_PATHS)
+@pytest.mark.parametrize("make", BIT_VIEWS.values(), ids=BIT_VIEWS.keys())
+def test_torch_conjugated_and_negated_views_are_refused(make, path, as_type):
+    # Regression: through torch's exchange table these came back with the stored values,
+    # and negated views did through copy=False and device="cpu" too.
+    x = as_type(make(torch))
+    assert x.is_neg() or x.is_conj()
+    bit = "conjugate" if x.is_conj() else "negative"
+    with pytest.raises(BufferError, match=f"the {bit} bit set cannot be shared"):
+        dl.from_dlpack(x, **IMPORT_PATHS[path])
+    # Resolving the view is the way out, and it is then shared.
+    resolved = x.detach().resolve_conj().resolve_neg()
+    t = dl.from_dlpack(resolved, **IMPORT_PATHS[path])
+    assert t.data_ptr == resolved.data_ptr()
+    assert tensor_bytes(t) == torch_bytes(resolved.contiguous().reshape(-1))
+
+
+@pytest.mark.parametrize("make", BIT_VIEWS.values(), ids=BIT_VIEWS.keys())
+def test_torch_copy_of_a_negated_view_holds_the_negated_values(make):
+    x = make(torch)
+    expected = x.detach().resolve_conj().resolve_neg().contiguous()
+    if x.is_conj() or x.requires_grad:
+        # PyTorch's __dlpack__ refuses these even for a copy.
+        with pytest.raises(BufferError, match="conjugate bit|require gradient"):
+            dl.from_dlpack(x, copy=True)
         return
-    assert np.array_equal(np.from_dlpack(t), x.resolve_conj().resolve_neg().numpy())
+    t = dl.from_dlpack(x, copy=True)
+    assert t.data_ptr != x.data_ptr() or x.numel() == 0
+    assert tensor_bytes(t) == torch_bytes(expected.reshape(-1))
+
+
+@pytest.mark.parametrize("path", IMPORT_PATHS)
+@pytest.mark.parametrize("make", PLAIN_VIEWS.values(), ids=PLAIN_VIEWS.keys())
+def test_torch_views_without_the_bits_are_shared(make, path, as_type):
+    x = as_type(make(torch))
+    assert not (x.is_neg() or x.is_conj())
+    t = dl.from_dlpack(x, **IMPORT_PATHS[path])
+    assert t.data_ptr == x.data_ptr()
+    assert t.shape == tuple(x.shape)
+    assert tensor_bytes(t) == torch_bytes(x.contiguous().reshape(-1))
+
+
+def _word_at(obj, offset):
+    import ctypes
+    return ctypes.c_size_t.from_address(id(obj) + offset).value
+
+
+@pytest.mark.skipif(not sys.platform.startswith(("linux", "darwin")),
+                    reason="the native reads look for libtorch_cpu.so or .dylib")
+def test_torch_bits_are_read_natively_for_plain_tensors():
+    """On this PyTorch the bits of a plain torch.Tensor are read through libtorch's
+    at::native::is_neg/is_conj, not by calling the Python methods on every import."""
+    from dlinterop import _core
+    dl.from_dlpack(torch.ones(2))
+    offset = _core._torch_native_bits()
+    assert offset >= 16   # past the object header, where the object holds its at::Tensor
+    x = torch.ones(2)
+    assert _word_at(x, offset) == x._cdata
+
+
+def test_torch_bits_fall_back_to_python_methods_when_the_layout_is_unknown():
+    """If the at::Tensor cannot be found in the object, the Python methods are asked, and
+    refusals and imports still work."""
+    code = textwrap.dedent("""
+        import torch, dlinterop as dl
+        from dlinterop import _core
+        torch.Tensor._cdata = property(lambda self: 1)   # matches no word of the object
+        x = torch.arange(6.0)
+        assert dl.from_dlpack(x).data_ptr == x.data_ptr()
+        assert _core._torch_native_bits() == -1, _core._torch_native_bits()
+        for view in (torch._neg_view(x), x.to(torch.complex64).conj()):
+            try:
+                dl.from_dlpack(view)
+            except BufferError as e:
+                assert "bit set cannot be shared" in str(e)
+            else:
+                raise AssertionError("a view with a lazy bit was shared")
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

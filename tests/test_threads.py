@@ -20,6 +20,7 @@ import os
 import queue
 import subprocess
 import sys
+import textwrap
 import threading
 
 import numpy as np
@@ -322,6 +323,50 @@ def test_imports_of_alternating_types_from_many_threads():
 
     run_threads(worker)
     assert [sys.getrefcount(s) for s in sources] == bases
+
+
+def test_first_torch_imports_race_with_the_bit_reader_set_up():
+    """The first PyTorch imports of a process, from eight threads at once: while one thread
+    sets up the native read of the conjugate and negative bits, the others still share
+    plain tensors and refuse lazily negated views."""
+    pytest.importorskip("torch")
+    code = textwrap.dedent("""
+        import sys, threading, torch, dlinterop as dl
+        from dlinterop import _core
+        sys.setswitchinterval(1e-6)
+        plain = torch.arange(6.0)
+        negated = torch._neg_view(plain)
+        barrier = threading.Barrier(8)
+        failures = []
+
+        def worker():
+            barrier.wait()
+            try:
+                for _ in range(200):
+                    assert dl.from_dlpack(plain).data_ptr == plain.data_ptr()
+                    try:
+                        dl.from_dlpack(negated)
+                    except BufferError:
+                        pass
+                    else:
+                        raise AssertionError("a negated view was shared")
+            except BaseException as e:
+                failures.append(repr(e))
+
+        threads = [threading.Thread(target=worker) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(failures, _core._torch_native_bits())
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    failures, offset = out.stdout.rsplit(" ", 1)
+    assert failures == "[]"
+    if sys.platform.startswith("linux"):
+        assert int(offset) >= 16
 
 
 # --------------------------------------------------------------------------------------
