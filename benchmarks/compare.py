@@ -34,7 +34,7 @@ import timeit
 PEERS = ("numpy", "torch", "jax", "tvm_ffi")
 COLUMNS = ("dlinterop",) + PEERS
 HEADINGS = {"dlinterop": "dlinterop", "numpy": "numpy", "torch": "torch", "jax": "jax",
-            "tvm_ffi": "tvm-ffi"}
+            "tvm_ffi": "tvm-ffi", "exchange API": "dl+table", "__dlpack__": "dl+capsule"}
 
 # Per library: the name its small (16 float32 elements) tensor has in the timing namespace,
 # and the call that imports a DLPack object.
@@ -110,6 +110,7 @@ class Row:
     values: dict = dataclasses.field(default_factory=dict)   # column -> median
     errors: dict = dataclasses.field(default_factory=dict)   # column -> why it did not run
     extra: dict = dataclasses.field(default_factory=dict)    # more numbers, for the JSON
+    values_from: "Row | None" = None   # not timed: shows that row's values (another target)
 
 
 # ------------------------------------------------------------------------------ the inputs
@@ -291,6 +292,26 @@ def define_rows():
     return rows
 
 
+EXCHANGE_COLUMNS = ("exchange API", "__dlpack__", "torch", "tvm_ffi")
+
+
+def define_exchange_rows():
+    """Issue 8: dlinterop importing a torch tensor through torch's C exchange table, and
+    through torch's __dlpack__ capsule (the route without the table), beside torch's and
+    tvm-ffi's own imports of the same tensor. One timing; two targets, so the second row
+    shows the first row's values against the other reference."""
+    statements = {"exchange API": "dl.from_dlpack(x)",
+                  "__dlpack__": "dl.from_dlpack(x.__dlpack__(max_version=(1, 3)))",
+                  "torch": "torch.from_dlpack(x)",
+                  "tvm_ffi": "tvm_ffi.from_dlpack(x)"}
+    timed = Row("exchange", "dl.from_dlpack(torch tensor) vs tvm-ffi", statements,
+                Target(1.0, "tvm_ffi", subject="exchange API"), needs=("torch",))
+    again = Row("exchange", "dl.from_dlpack(torch tensor) vs torch", {},
+                Target(0.1, "torch", subject="exchange API"), needs=("torch",),
+                values_from=timed)
+    return [timed, again]
+
+
 def define_scaling_rows():
     """Every exchange at 1 element beside the same at 64 MiB: cost must not grow with size."""
     exchanges = [
@@ -326,6 +347,10 @@ def calibrate(timer, seconds):
 
 
 def time_row(row, ns, mode):
+    if row.values_from is not None:
+        row.values, row.errors = row.values_from.values, row.values_from.errors
+        row.statements = row.values_from.statements
+        return
     timers = {}
     for column, statement in row.statements.items():
         timer = timeit.Timer(statement, globals=ns)
@@ -466,6 +491,8 @@ SECTION_TITLES = {
     "round trip": "Round trips: column = library X whose tensor goes out and comes back",
     "allocation": "Allocation: column = library",
     "copy": "Copies: column = library",
+    "exchange": "C exchange API: dlinterop importing a torch tensor through torch's table and "
+                "through its __dlpack__, beside torch and tvm-ffi",
     "scaling": "Size scaling: dlinterop exchanges at 1 element and at 64 MiB (float32)",
     "import time": "Import time (ms, fresh subprocess) and RSS growth (KiB) over round trips",
 }
@@ -574,6 +601,10 @@ def main(argv=None):
     libraries = [c for c in COLUMNS if c in versions and (c == "dlinterop" or c in wanted)]
     rows = [row for row in define_rows() if all(name in ns for name in row.needs)]
     scaling = [row for row in define_scaling_rows() if all(name in ns for name in row.needs)]
+    exchange = [row for row in define_exchange_rows() if all(name in ns for name in row.needs)]
+    for row in exchange:
+        row.statements = {c: s for c, s in row.statements.items()
+                          if c not in PEERS or c in libraries}
     for row in rows:
         row.statements = {c: s for c, s in row.statements.items() if c in libraries}
     if args.pattern:
@@ -581,8 +612,10 @@ def main(argv=None):
             return args.pattern in row.name or any(args.pattern in s
                                                    for s in row.statements.values())
         rows, scaling = [r for r in rows if keep(r)], [r for r in scaling if keep(r)]
+        kept = [r for r in exchange if r.values_from is None and keep(r)]
+        exchange = [r for r in exchange if r in kept or r.values_from in kept]
     if args.list:
-        for row in rows + scaling:
+        for row in rows + exchange + scaling:
             print(f"[{row.section}] {row.name}")
             for column, statement in row.statements.items():
                 print(f"    {HEADINGS.get(column, column):>10}: {statement}")
@@ -592,7 +625,7 @@ def main(argv=None):
     # The peers leave large heaps behind; frozen, they make each gc.collect() cheap.
     gc.collect()
     gc.freeze()
-    for row in rows + scaling:
+    for row in rows + exchange + scaling:
         time_row(row, ns, mode)
     other = []
     live_exports = None
@@ -613,6 +646,10 @@ def main(argv=None):
         section_rows = [r for r in rows if r.section == section]
         if section_rows:
             print_table(section_rows, libraries, SECTION_TITLES[section], out)
+    if exchange:
+        print_table(exchange, [c for c in EXCHANGE_COLUMNS
+                               if any(c in r.statements for r in exchange)],
+                    SECTION_TITLES["exchange"], out, with_ratio=False)
     if scaling:
         print_table(scaling, ["1 element", "64 MiB"], SECTION_TITLES["scaling"], out,
                     with_ratio=False)
@@ -622,7 +659,7 @@ def main(argv=None):
             print(f"dl.memory_stats()['live_exports'] change over the memory loops: "
                   f"{live_exports}", file=out)
 
-    summaries = [summarise(row) for row in rows + scaling + other]
+    summaries = [summarise(row) for row in rows + exchange + scaling + other]
     judged = [s for s in summaries if s["target"] is not None]
     missed = [s["name"] for s in judged if s["target"]["met"] is False]
     unknown_verdict = [s["name"] for s in judged if s["target"]["met"] is None]

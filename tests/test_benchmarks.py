@@ -1,6 +1,7 @@
 """The benchmarks run: the side-by-side runner prints its table, and every asv benchmark's
 setup and one call work for every parameter combination. No timing is judged here."""
 import importlib
+import importlib.util
 import inspect
 import itertools
 import json
@@ -40,6 +41,14 @@ def test_runner_smoke_prints_every_section_and_writes_json(tmp_path):
         assert "dlinterop" not in row["errors"], (row["name"], row["errors"])
         if "dlinterop" in row["statements"]:
             assert row["values"]["dlinterop"] > 0
+    exchange = [row for row in rows if row["section"] == "exchange"]
+    if importlib.util.find_spec("torch") is not None:
+        assert "C exchange API:" in out.stdout
+        assert [row["target"]["reference"] for row in exchange] == ["tvm_ffi", "torch"]
+        for row in exchange:
+            for column in ("exchange API", "__dlpack__"):
+                assert column not in row["errors"], (row["name"], row["errors"])
+                assert row["values"][column] > 0
     targets = [row for row in rows if row["target"]]
     assert len(targets) >= 13
     assert all(row["target"]["met"] in (True, False) for row in targets)

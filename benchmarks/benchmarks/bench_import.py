@@ -2,7 +2,7 @@
 import dlinterop as dl
 
 from .common import (DTYPES, LAYOUTS, LIBRARIES, SIZES, Benchmark, check_consumable,
-                     dlinterop_tensor, from_dlpack_of, numpy_array, peer_tensor)
+                     dlinterop_tensor, from_dlpack_of, numpy_array, peer, peer_tensor)
 
 
 class ImportFrom(Benchmark):
@@ -70,3 +70,24 @@ class ConsumeNumpy(Benchmark):
 
     def time_from_dlpack(self, consumer, size):
         self.from_dlpack(self.array)
+
+
+class ImportTorchExchange(Benchmark):
+    """A torch tensor imported by dlinterop through torch's C exchange table and through
+    its __dlpack__ capsule, beside torch's and tvm-ffi's own imports of the same tensor."""
+    params = [["dl.from_dlpack (table)", "dl.from_dlpack (__dlpack__)", "torch.from_dlpack",
+               "tvm_ffi.from_dlpack"]]
+    param_names = ["importer"]
+
+    def setup(self, importer):
+        torch = peer("torch")
+        self.tensor = torch.zeros((16,), dtype=torch.float32)
+        if importer == "dl.from_dlpack (table)":
+            self.call = dl.from_dlpack
+        elif importer == "dl.from_dlpack (__dlpack__)":
+            self.call = lambda x: dl.from_dlpack(x.__dlpack__(max_version=(1, 3)))
+        else:
+            self.call = from_dlpack_of(importer.split(".")[0])
+
+    def time_from_dlpack(self, importer):
+        self.call(self.tensor)
