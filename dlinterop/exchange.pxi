@@ -188,8 +188,8 @@ cdef uintptr_t _lookup_exchange_api(type cls) except? 0:
 # PyTorch hands out lazily conjugated (x.conj()) and negated (x.conj().imag, torch._neg_view)
 # views with their stored values, through its exchange table and, for negated views, its
 # __dlpack__ too. Sharing them would give wrong numbers, so dlinterop refuses them. Asking
-# through Python (x.is_neg()) costs as much as the rest of the import, so for plain
-# torch.Tensor objects the two bits are read through libtorch's exported
+# through Python (x.is_neg()) costs as much as the rest of the import, so for torch.Tensor
+# and torch.nn.Parameter objects the two bits are read through libtorch's exported
 # at::native::is_neg / is_conj (bool f(const at::Tensor&)), handed the at::Tensor that the
 # Python object holds. Where that at::Tensor sits is not assumed: it is found by matching
 # the public Tensor._cdata pointer, and the functions are checked against the Python
@@ -297,17 +297,27 @@ cdef Py_ssize_t _torch_native_bits_offset(object torch) except -2:
     return offset
 
 
-def _torch_native_bits():
+def _torch_native_bits(cls=None):
     """Testing aid: the at::Tensor offset used to read PyTorch's conjugate and negative
-    bits natively, or -1 when the Python methods are asked instead (-2: not looked at)."""
-    return _torch_native_offset
+    bits natively, or -1 when the Python methods are asked instead (-2: not looked at);
+    given a type, whether imports of that type read them natively."""
+    if cls is None:
+        return _torch_native_offset
+    if not isinstance(cls, type):
+        raise TypeError("expected a type")
+    return _producer_of(<type>cls).torch_native_offset >= 0
 
 
 cdef Py_ssize_t _torch_native_offset_for(type cls) except -2:
-    """Where native bit reads apply: plain torch.Tensor only (a subclass may answer
-    is_neg/is_conj through __torch_function__)."""
+    """Where native bit reads apply: torch.Tensor, and subclasses that switch
+    __torch_function__ off as torch.nn.Parameter does (a subclass is laid out as its base
+    is, then its own fields). Other subclasses are asked through their methods, which they
+    may answer through __torch_function__."""
     torch = sys.modules.get("torch")
-    if torch is None or cls is not torch.Tensor:
+    if torch is None:
+        return -1
+    if cls is not torch.Tensor and getattr(cls, "__torch_function__", None) is not getattr(
+            torch._C, "_disabled_torch_function_impl", cls):
         return -1
     return _torch_native_bits_offset(torch)
 

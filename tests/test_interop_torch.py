@@ -412,10 +412,13 @@ class TorchSubclass(torch.Tensor):
     """A subclass: dlinterop asks its is_neg/is_conj methods instead of reading the bits."""
 
 
-@pytest.fixture(params=["torch.Tensor", "subclass"])
+# torch.Tensor and torch.nn.Parameter have their bits read natively, other subclasses not.
+@pytest.fixture(params=["torch.Tensor", "Parameter", "subclass"])
 def as_type(request):
     if request.param == "torch.Tensor":
         return lambda x: x
+    if request.param == "Parameter":
+        return lambda x: x.as_subclass(torch.nn.Parameter)
     return lambda x: x.as_subclass(TorchSubclass)
 
 
@@ -469,7 +472,7 @@ def _word_at(obj, offset):
 @pytest.mark.skipif(not sys.platform.startswith(("linux", "darwin")),
                     reason="the native reads look for libtorch_cpu.so or .dylib")
 def test_torch_bits_are_read_natively_for_plain_tensors():
-    """On this PyTorch the bits of a plain torch.Tensor are read through libtorch's
+    """On this PyTorch the bits of torch.Tensor objects are read through libtorch's
     at::native::is_neg/is_conj, not by calling the Python methods on every import."""
     from dlinterop import _core
     dl.from_dlpack(torch.ones(2))
@@ -477,6 +480,9 @@ def test_torch_bits_are_read_natively_for_plain_tensors():
     assert offset >= 16   # past the object header, where the object holds its at::Tensor
     x = torch.ones(2)
     assert _word_at(x, offset) == x._cdata
+    assert _core._torch_native_bits(torch.Tensor)
+    assert _core._torch_native_bits(torch.nn.Parameter)
+    assert not _core._torch_native_bits(TorchSubclass)   # it may have __torch_function__
 
 
 def test_torch_bits_fall_back_to_python_methods_when_the_layout_is_unknown():
@@ -489,6 +495,7 @@ def test_torch_bits_fall_back_to_python_methods_when_the_layout_is_unknown():
         x = torch.arange(6.0)
         assert dl.from_dlpack(x).data_ptr == x.data_ptr()
         assert _core._torch_native_bits() == -1, _core._torch_native_bits()
+        assert not _core._torch_native_bits(torch.Tensor)
         for view in (torch._neg_view(x), x.to(torch.complex64).conj()):
             try:
                 dl.from_dlpack(view)
