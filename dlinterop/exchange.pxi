@@ -230,10 +230,17 @@ cdef extern from *:
 
 cdef dli_torch_bit_fn _torch_native_is_neg = NULL
 cdef dli_torch_bit_fn _torch_native_is_conj = NULL
-cdef Py_ssize_t _torch_native_offset = -2   # -2: not looked for yet; -1: not usable
+# The at::Tensor offset once the native reads are set up, or one of these:
+cdef enum:
+    TORCH_BITS_UNUSABLE = -1     # decided: ask the Python methods
+    TORCH_BITS_UNDECIDED = -2    # the set-up could not run yet (see below); try again
+cdef Py_ssize_t _torch_native_offset = TORCH_BITS_UNDECIDED
+# Set-ups that could not make their probe tensors; after this many the answer is kept.
+cdef int _torch_setup_attempts = 0
+cdef int TORCH_SETUP_MAX_ATTEMPTS = 16
 
 
-cdef Py_ssize_t _torch_tensor_slot(object tensor) except -2:
+cdef Py_ssize_t _torch_tensor_slot(object tensor) except -3:
     """Offset of the at::Tensor inside a torch.Tensor object: the pointer-sized word equal
     to tensor._cdata (its TensorImpl), or -1."""
     cdef size_t impl = tensor._cdata
@@ -246,17 +253,20 @@ cdef Py_ssize_t _torch_tensor_slot(object tensor) except -2:
     return -1
 
 
-cdef Py_ssize_t _torch_native_bits_offset(object torch) except -2:
+cdef Py_ssize_t _torch_native_bits_offset(object torch) except -3:
     """The at::Tensor offset in torch.Tensor objects when the native bit reads are usable,
-    else -1. Worked out once per process; when the probe tensors cannot be made (a PyTorch
-    mode that returns other types is active, say) the answer is -1 and not kept."""
+    else TORCH_BITS_UNUSABLE. Worked out once per process. When the probe tensors cannot be
+    made (a PyTorch mode that returns other types is active, say), the answer is
+    TORCH_BITS_UNDECIDED, and the set-up runs again next time, up to
+    TORCH_SETUP_MAX_ATTEMPTS times."""
     global _torch_native_is_neg, _torch_native_is_conj, _torch_native_offset
+    global _torch_setup_attempts
     cdef dli_torch_bit_fn neg = NULL
     cdef dli_torch_bit_fn conj = NULL
     cdef Py_ssize_t offset
     cdef const void* slot
     cdef bytes lib
-    if _torch_native_offset != -2:
+    if _torch_native_offset != TORCH_BITS_UNDECIDED:
         return _torch_native_offset
     import os
     try:
@@ -267,13 +277,16 @@ cdef Py_ssize_t _torch_native_bits_offset(object torch) except -2:
         base = torch.zeros(2, dtype=torch.complex64)
         probes = [base, base.conj(), base.conj().imag, base.real, torch.zeros(3)[1:]]
         if any(type(probe) is not torch.Tensor for probe in probes):
-            return -1
+            raise TypeError("the probes are not plain tensors")
         offsets = [_torch_tensor_slot(probe) for probe in probes]
         expected = [(probe.is_neg(), probe.is_conj()) for probe in probes]
     except Exception:
-        return -1
+        _torch_setup_attempts += 1
+        if _torch_setup_attempts >= TORCH_SETUP_MAX_ATTEMPTS:
+            _torch_native_offset = TORCH_BITS_UNUSABLE
+        return _torch_native_offset
     # No Python code from here on, so no other thread sees a half-made answer.
-    _torch_native_offset = -1
+    _torch_native_offset = TORCH_BITS_UNUSABLE
     for lib in libs:
         neg = <dli_torch_bit_fn>dli_torch_symbol(lib, b"_ZN2at6native6is_negERKNS_6TensorE")
         conj = <dli_torch_bit_fn>dli_torch_symbol(lib, b"_ZN2at6native7is_conjERKNS_6TensorE")
@@ -299,7 +312,7 @@ cdef Py_ssize_t _torch_native_bits_offset(object torch) except -2:
 
 def _torch_native_bits(cls=None):
     """Testing aid: the at::Tensor offset used to read PyTorch's conjugate and negative
-    bits natively, or -1 when the Python methods are asked instead (-2: not looked at);
+    bits natively, or -1 when the Python methods are asked instead (-2: not decided yet);
     given a type, whether imports of that type read them natively."""
     if cls is None:
         return _torch_native_offset
@@ -308,35 +321,41 @@ def _torch_native_bits(cls=None):
     return _producer_of(<type>cls).torch_native_offset >= 0
 
 
-cdef Py_ssize_t _torch_native_offset_for(type cls) except -2:
+cdef Py_ssize_t _torch_native_offset_for(type cls) except -3:
     """Where native bit reads apply: torch.Tensor, and subclasses that switch
     __torch_function__ off as torch.nn.Parameter does (a subclass is laid out as its base
     is, then its own fields). Other subclasses are asked through their methods, which they
     may answer through __torch_function__."""
     torch = sys.modules.get("torch")
     if torch is None:
-        return -1
+        return TORCH_BITS_UNUSABLE
     if cls is not torch.Tensor and getattr(cls, "__torch_function__", None) is not getattr(
             torch._C, "_disabled_torch_function_impl", cls):
-        return -1
+        return TORCH_BITS_UNUSABLE
     return _torch_native_bits_offset(torch)
+
+
+cdef bint _torch_view_bits_set(_Producer producer, object tensor) except -1:
+    """Whether `tensor` (of the producer's type) is a lazily conjugated or negated PyTorch
+    view; False for other producers."""
+    cdef const void* slot
+    cdef PyObject* args[1]
+    if producer.torch_is_neg is None:
+        return False
+    if producer.torch_native_offset == TORCH_BITS_UNDECIDED:
+        producer.torch_native_offset = _torch_native_offset_for(type(tensor))
+    if producer.torch_native_offset >= 0:
+        slot = <const void*>(<char*><PyObject*>tensor + producer.torch_native_offset)
+        return _torch_native_is_neg(slot) or _torch_native_is_conj(slot)
+    args[0] = <PyObject*>tensor
+    return (_call_is_true(producer.torch_is_neg, args)
+            or _call_is_true(producer.torch_is_conj, args))
 
 
 cdef int _refuse_torch_view_bits(_Producer producer, object tensor) except -1:
     """BufferError for a lazily conjugated or negated PyTorch view; 0 for anything else."""
-    cdef const void* slot
-    cdef PyObject* args[1]
-    if producer.torch_is_neg is None:
+    if not _torch_view_bits_set(producer, tensor):
         return 0
-    if producer.torch_native_offset >= 0:
-        slot = <const void*>(<char*><PyObject*>tensor + producer.torch_native_offset)
-        if not (_torch_native_is_neg(slot) or _torch_native_is_conj(slot)):
-            return 0
-    else:
-        args[0] = <PyObject*>tensor
-        if not (_call_is_true(producer.torch_is_neg, args)
-                or _call_is_true(producer.torch_is_conj, args)):
-            return 0
     if tensor.is_conj():
         raise BufferError("a PyTorch tensor with the conjugate bit set cannot be shared; "
                           "call .resolve_conj() first")

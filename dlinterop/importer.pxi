@@ -361,9 +361,11 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
         t = _view_of(<Tensor>obj) if cls is Tensor else _tensor_from_capsule(obj)
     else:
         if copy is not True:
-            # A copy made by PyTorch resolves the negative bit (and it refuses conjugated
-            # views itself); sharing memory must not.
             _refuse_torch_view_bits(_producer_of(cls), obj)
+        elif _torch_view_bits_set(_producer_of(cls), obj):
+            # A copy is wanted anyway: let PyTorch make one holding the values the view
+            # means, rather than trust the producer's copy (or its lack of one) to.
+            obj = obj.resolve_conj().resolve_neg()
         kwargs = {}
         if copy is not None:
             kwargs["copy"] = copy

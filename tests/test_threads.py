@@ -326,9 +326,9 @@ def test_imports_of_alternating_types_from_many_threads():
 
 
 def test_first_torch_imports_race_with_the_bit_reader_set_up():
-    """The first PyTorch imports of a process, from eight threads at once: while one thread
-    sets up the native read of the conjugate and negative bits, the others still share
-    plain tensors and refuse lazily negated views."""
+    """The first PyTorch imports of a process, from eight threads at once, so that threads
+    may reach the set-up of the native bit reads together: none crashes, every plain
+    tensor is shared and every negated view refused, and the reads end up set up."""
     pytest.importorskip("torch")
     code = textwrap.dedent("""
         import sys, threading, torch, dlinterop as dl
