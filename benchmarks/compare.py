@@ -34,7 +34,7 @@ import timeit
 PEERS = ("numpy", "torch", "jax", "tvm_ffi")
 COLUMNS = ("dlinterop",) + PEERS
 HEADINGS = {"dlinterop": "dlinterop", "numpy": "numpy", "torch": "torch", "jax": "jax",
-            "tvm_ffi": "tvm-ffi", "exchange API": "dl+table", "__dlpack__": "dl+capsule"}
+            "tvm_ffi": "tvm-ffi", "exchange API": "dl+table", "__dlpack__": "dl+dlpack"}
 
 # Per library: the name its small (16 float32 elements) tensor has in the timing namespace,
 # and the call that imports a DLPack object.
@@ -297,11 +297,11 @@ EXCHANGE_COLUMNS = ("exchange API", "__dlpack__", "torch", "tvm_ffi")
 
 def define_exchange_rows():
     """Issue 8: dlinterop importing a torch tensor through torch's C exchange table, and
-    through torch's __dlpack__ capsule (the route without the table), beside torch's and
-    tvm-ffi's own imports of the same tensor. One timing; two targets, so the second row
-    shows the first row's values against the other reference."""
+    through torch's __dlpack__ (the route without the table, which copy=False takes), beside
+    torch's and tvm-ffi's own imports of the same tensor. One timing; two targets, so the
+    second row shows the first row's values against the other reference."""
     statements = {"exchange API": "dl.from_dlpack(x)",
-                  "__dlpack__": "dl.from_dlpack(x.__dlpack__(max_version=(1, 3)))",
+                  "__dlpack__": "dl.from_dlpack(x, copy=False)",
                   "torch": "torch.from_dlpack(x)",
                   "tvm_ffi": "tvm_ffi.from_dlpack(x)"}
     timed = Row("exchange", "dl.from_dlpack(torch tensor) vs tvm-ffi", statements,
