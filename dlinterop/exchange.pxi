@@ -242,7 +242,7 @@ cdef int TORCH_SETUP_MAX_ATTEMPTS = 16
 
 cdef Py_ssize_t _torch_tensor_slot(object tensor) except -3:
     """Offset of the at::Tensor inside a torch.Tensor object: the pointer-sized word equal
-    to tensor._cdata (its TensorImpl), or -1."""
+    to tensor._cdata (its TensorImpl), or -1 when there is none."""
     cdef size_t impl = tensor._cdata
     cdef Py_ssize_t size = type(tensor).__basicsize__
     cdef Py_ssize_t offset = sizeof(PyObject)
@@ -293,17 +293,17 @@ cdef Py_ssize_t _torch_native_bits_offset(object torch) except -3:
         if neg != NULL and conj != NULL:
             break
     else:
-        return -1
+        return TORCH_BITS_UNUSABLE
     offset = offsets[0]
     if offset < 0:
-        return -1
+        return TORCH_BITS_UNUSABLE
     for i in range(len(probes)):
         # The same slot in every probe, and the same answers as the Python methods.
         if offsets[i] != offset:
-            return -1
+            return TORCH_BITS_UNUSABLE
         slot = <const void*>(<char*><PyObject*>probes[i] + offset)
         if neg(slot) != expected[i][0] or conj(slot) != expected[i][1]:
-            return -1
+            return TORCH_BITS_UNUSABLE
     _torch_native_is_neg = neg
     _torch_native_is_conj = conj
     _torch_native_offset = offset

@@ -248,7 +248,7 @@ cdef _Producer _describe_producer(type cls):
         p.torch_is_neg = cls.is_neg
         p.torch_native_offset = _torch_native_offset_for(cls)
     else:
-        p.torch_native_offset = -1
+        p.torch_native_offset = TORCH_BITS_UNUSABLE
     getattr(cls, "__dlpack__", None)   # a type lookup assigns the version tag if it has none
     p.version_tag = (<PyTypeObject*>cls).tp_version_tag if (
         (<PyTypeObject*>cls).tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) else 0
@@ -360,9 +360,10 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
             _cuda_consumer_wait(obj)
         t = _view_of(<Tensor>obj) if cls is Tensor else _tensor_from_capsule(obj)
     else:
+        producer = _producer_of(cls)
         if copy is not True:
-            _refuse_torch_view_bits(_producer_of(cls), obj)
-        elif _torch_view_bits_set(_producer_of(cls), obj):
+            _refuse_torch_view_bits(producer, obj)
+        elif _torch_view_bits_set(producer, obj):
             # A copy is wanted anyway: let PyTorch make one holding the values the view
             # means, rather than trust the producer's copy (or its lack of one) to.
             obj = obj.resolve_conj().resolve_neg()
