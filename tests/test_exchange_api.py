@@ -146,12 +146,6 @@ def dltensor_layout(dl_tensor):
 # Fixtures
 # --------------------------------------------------------------------------------------
 
-def live():
-    """The counters conftest's leak check compares (live buffers, bytes and exports)."""
-    stats = dl.memory_stats()
-    return {key: stats[key] for key in ("live_buffers", "live_bytes", "live_exports")}
-
-
 @pytest.fixture(scope="session")
 def c_consumer(tmp_path_factory):
     """tests/c_exchange_consumer.c, compiled against Python's and dlinterop's headers."""
@@ -332,8 +326,8 @@ def packed_nbytes(shape, dtype):
 
 
 @pytest.mark.parametrize("shape, dtype", ALLOCATIONS.values(), ids=ALLOCATIONS.keys())
-def test_allocator_gives_aligned_c_contiguous_tensor(shape, dtype):
-    before = live()
+def test_allocator_gives_aligned_c_contiguous_tensor(shape, dtype, live_counters):
+    before = live_counters()
     rc, out, errors = call_allocator(shape, dtype)
     assert (rc, errors) == (0, [])
     m = out.contents
@@ -351,12 +345,12 @@ def test_allocator_gives_aligned_c_contiguous_tensor(shape, dtype):
     assert t.data % 256 == 0
     nbytes = packed_nbytes(shape, dtype)
     ctypes.memset(t.data, 0x5A, nbytes)  # the whole extent is writable
-    now = live()
+    now = live_counters()
     assert now["live_buffers"] == before["live_buffers"] + 1
     assert now["live_bytes"] == before["live_bytes"] + nbytes
     assert m.deleter
     m.deleter(out)
-    assert live() == before
+    assert live_counters() == before
 
 
 def test_allocator_ignores_prototype_strides():
@@ -366,8 +360,8 @@ def test_allocator_ignores_prototype_strides():
     out.contents.deleter(out)
 
 
-def test_allocated_tensor_imports_as_an_owning_writable_tensor():
-    before = live()
+def test_allocated_tensor_imports_as_an_owning_writable_tensor(live_counters):
+    before = live_counters()
     rc, out, _ = call_allocator((2, 3), (2, 32, 1))
     assert rc == 0
     data = out.contents.dl_tensor.data
@@ -378,9 +372,9 @@ def test_allocated_tensor_imports_as_an_owning_writable_tensor():
     assert (t.shape, t.dtype, t.data_ptr, t.readonly) == ((2, 3), "float32", data, False)
     np.asarray(t)[...] = 7
     assert np.asarray(t).sum() == 42
-    assert live()["live_buffers"] == before["live_buffers"] + 1
+    assert live_counters()["live_buffers"] == before["live_buffers"] + 1
     del t
-    assert live() == before
+    assert live_counters() == before
 
 
 ALLOCATION_ERRORS = {
@@ -424,10 +418,10 @@ def export(obj):
     return rc, out
 
 
-def test_owning_export_takes_a_reference_until_deleted():
+def test_owning_export_takes_a_reference_until_deleted(live_counters):
     t = dl.from_dlpack(np.arange(12, dtype=np.int16).reshape(3, 4)[:, ::2])
     refs = sys.getrefcount(t)
-    before = live()
+    before = live_counters()
     rc, out = export(t)
     assert rc == 0
     m = out.contents
@@ -437,10 +431,10 @@ def test_owning_export_takes_a_reference_until_deleted():
     assert dltensor_layout(m.dl_tensor) == (t.shape, t.strides)
     assert (m.dl_tensor.dtype.code, m.dl_tensor.dtype.bits) == (0, 16)
     assert sys.getrefcount(t) == refs + 1
-    assert live()["live_exports"] == before["live_exports"] + 1
+    assert live_counters()["live_exports"] == before["live_exports"] + 1
     m.deleter(out)
     assert sys.getrefcount(t) == refs
-    assert live() == before
+    assert live_counters() == before
 
 
 def test_owning_export_of_read_only_tensor_sets_read_only():
@@ -482,10 +476,10 @@ def test_owning_export_of_other_objects_fails_without_output():
 
 # ---- managed_tensor_to_py_object_no_sync ----------------------------------------------
 
-def test_import_steals_and_returns_a_new_tensor_on_the_same_memory():
+def test_import_steals_and_returns_a_new_tensor_on_the_same_memory(live_counters):
     t = dl.from_dlpack(np.arange(6, dtype=np.float32).reshape(2, 3).T)
     refs = sys.getrefcount(t)
-    before = live()
+    before = live_counters()
     rc, out = export(t)
     assert rc == 0
     address = c_void_p()
@@ -498,7 +492,7 @@ def test_import_steals_and_returns_a_new_tensor_on_the_same_memory():
     assert sys.getrefcount(t) == refs + 1
     del u
     assert sys.getrefcount(t) == refs
-    assert live() == before
+    assert live_counters() == before
 
 
 def test_import_keeps_read_only():
@@ -556,10 +550,10 @@ def test_import_of_unsupported_version_sets_buffer_error():
     lambda: dl.empty((0, 5), dtype="uint8"),
     readonly_tensor,
 ], ids=["strided", "0-d", "zero-size", "read-only"])
-def test_view_fills_a_non_owning_dltensor(make):
+def test_view_fills_a_non_owning_dltensor(make, live_counters):
     t = make()
     refs = sys.getrefcount(t)
-    before = live()
+    before = live_counters()
     out = DLTensor()
     assert view(id(t), byref(out)) == 0
     assert out.data + out.byte_offset == t.data_ptr
@@ -570,7 +564,7 @@ def test_view_fills_a_non_owning_dltensor(make):
     if t.ndim:
         assert (shape, strides) == (t.shape, t.strides)
     assert sys.getrefcount(t) == refs
-    assert live() == before
+    assert live_counters() == before
 
 
 def test_view_of_other_objects_sets_type_error():
@@ -595,20 +589,20 @@ def test_c_consumer_reads_the_header(c_consumer):
     assert c_consumer.header(dl.zeros((1,))) == (1, 3, True, True)
 
 
-def test_c_consumer_round_trips_a_tensor(c_consumer):
+def test_c_consumer_round_trips_a_tensor(c_consumer, live_counters):
     t = dl.from_dlpack(np.arange(12, dtype=np.int32).reshape(3, 4)[1:])
     refs = sys.getrefcount(t)
-    before = live()
+    before = live_counters()
     u = c_consumer.round_trip(t)
     assert type(u) is dl.Tensor and u is not t
     assert (u.data_ptr, u.shape, u.strides, u.dtype) == (t.data_ptr, t.shape, t.strides, t.dtype)
     assert sys.getrefcount(u) == 2
     np.asarray(u)[0, 0] = -1
     assert np.asarray(t)[0, 0] == -1
-    assert live()["live_exports"] == before["live_exports"] + 1
+    assert live_counters()["live_exports"] == before["live_exports"] + 1
     del u
     assert sys.getrefcount(t) == refs
-    assert live() == before
+    assert live_counters() == before
 
 
 def test_c_consumer_round_trip_keeps_read_only(c_consumer):
@@ -623,8 +617,8 @@ def test_c_consumer_sees_type_error_for_other_objects(c_consumer):
 
 
 @pytest.mark.parametrize("shape, dtype", ALLOCATIONS.values(), ids=ALLOCATIONS.keys())
-def test_c_consumer_allocates_through_the_table(c_consumer, shape, dtype):
-    before = live()
+def test_c_consumer_allocates_through_the_table(c_consumer, shape, dtype, live_counters):
+    before = live_counters()
     t = c_consumer.allocate(dl.zeros((1,)), shape, dtype, (CPU, 0))
     assert type(t) is dl.Tensor
     assert t.shape == shape
@@ -632,9 +626,9 @@ def test_c_consumer_allocates_through_the_table(c_consumer, shape, dtype):
     assert t.strides == c_strides(shape)
     assert t.data_ptr % 256 == 0
     assert not t.readonly
-    assert live()["live_buffers"] == before["live_buffers"] + 1
+    assert live_counters()["live_buffers"] == before["live_buffers"] + 1
     del t
-    assert live() == before
+    assert live_counters() == before
 
 
 @pytest.mark.parametrize("shape, dtype, device, kind", [
@@ -958,16 +952,16 @@ def _tvm_ffi():
     return pytest.importorskip("tvm_ffi")
 
 
-def test_tvm_ffi_imports_dl_tensor_through_the_table():
+def test_tvm_ffi_imports_dl_tensor_through_the_table(live_counters):
     tvm_ffi = _tvm_ffi()
     t = dl.from_dlpack(np.arange(12, dtype=np.float32).reshape(3, 4)[:, 1:])
-    before = live()
+    before = live_counters()
     y = tvm_ffi.from_dlpack(t)
     assert y.data_ptr() == t.data_ptr
     assert tuple(y.shape) == t.shape
-    assert live()["live_exports"] == before["live_exports"] + 1
+    assert live_counters()["live_exports"] == before["live_exports"] + 1
     del y
-    assert live() == before
+    assert live_counters() == before
 
 
 def test_tvm_ffi_imports_read_only_dl_tensor_through_the_table():

@@ -251,8 +251,8 @@ def test_live_exports_goes_up_and_back_down():
 @pytest.mark.parametrize("producer_dies_first", [True, False], ids=["producer-first",
                                                                      "consumer-first"])
 @parametrize_max_version
-def test_dl_to_numpy_either_order(max_version, producer_dies_first):
-    before = dl.memory_stats()
+def test_dl_to_numpy_either_order(max_version, producer_dies_first, live_counters):
+    before = live_counters()
     t = dl.full((3, 2), 7.0)
     capsule = t.__dlpack__(max_version=max_version)
     array = np.from_dlpack(CapsuleProducer(capsule))
@@ -260,7 +260,7 @@ def test_dl_to_numpy_either_order(max_version, producer_dies_first):
     if producer_dies_first:
         del t
         gc.collect()
-        assert dl.memory_stats()["live_buffers"] == before["live_buffers"] + 1
+        assert live_counters()["live_buffers"] == before["live_buffers"] + 1
         np.testing.assert_array_equal(array, np.full((3, 2), 7.0, np.float32))
         del array
     else:
@@ -270,15 +270,13 @@ def test_dl_to_numpy_either_order(max_version, producer_dies_first):
         assert t.shape == (3, 2)
         del t
     gc.collect()
-    after = dl.memory_stats()
-    for key in ("live_buffers", "live_bytes", "live_exports"):
-        assert after[key] == before[key], key
+    assert live_counters() == before
 
 
 @pytest.mark.parametrize("producer_dies_first", [True, False], ids=["producer-first",
                                                                      "consumer-first"])
-def test_dl_to_numpy_direct_either_order(producer_dies_first):
-    before = dl.memory_stats()
+def test_dl_to_numpy_direct_either_order(producer_dies_first, live_counters):
+    before = live_counters()
     t = dl.full((5,), 3.0, dtype="float64")
     array = np.from_dlpack(t)
     first, second = ("t", "array") if producer_dies_first else ("array", "t")
@@ -290,9 +288,7 @@ def test_dl_to_numpy_direct_either_order(producer_dies_first):
         np.testing.assert_array_equal(namespace["array"], np.full(5, 3.0))
     namespace.pop(second)
     gc.collect()
-    after = dl.memory_stats()
-    for key in ("live_buffers", "live_bytes", "live_exports"):
-        assert after[key] == before[key], key
+    assert live_counters() == before
 
 
 @pytest.mark.parametrize("producer_dies_first", [True, False], ids=["producer-first",
@@ -321,8 +317,8 @@ def test_numpy_to_dl_either_order(producer_dies_first):
 @pytest.mark.parametrize("producer_dies_first", [True, False], ids=["producer-first",
                                                                      "consumer-first"])
 @parametrize_max_version
-def test_dl_to_dl_either_order(max_version, producer_dies_first):
-    before = dl.memory_stats()
+def test_dl_to_dl_either_order(max_version, producer_dies_first, live_counters):
+    before = live_counters()
     t = dl.full((4,), 2.0)
     u = dl.from_dlpack(t.__dlpack__(max_version=max_version))
     if producer_dies_first:
@@ -335,9 +331,7 @@ def test_dl_to_dl_either_order(max_version, producer_dies_first):
         gc.collect()
         del t
     gc.collect()
-    after = dl.memory_stats()
-    for key in ("live_buffers", "live_bytes", "live_exports"):
-        assert after[key] == before[key], key
+    assert live_counters() == before
 
 
 # --------------------------------------------------------------------------------------
