@@ -273,6 +273,16 @@ def make_capsule(address, name):
     return _PyCapsule_New(address, _name_bytes(name), None)
 
 
+def c_strides(shape):
+    """C-contiguous strides in elements, as dlinterop fills in NULL strides: a dimension of
+    0 or 1 does not advance the step."""
+    strides, step = [], 1
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= max(dim, 1)
+    return tuple(reversed(strides))
+
+
 def _prod(values):
     out = 1
     for v in values:

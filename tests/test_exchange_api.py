@@ -47,6 +47,7 @@ from forge import (
     DLManagedTensorVersioned,
     DLPackVersion,
     DLTensor,
+    c_strides,
     capsule_name,
     make_capsule,
 )
@@ -123,15 +124,6 @@ def take_object(address):
     obj = ctypes.cast(address, py_object).value
     _py_decref(address)
     return obj
-
-
-def c_strides(shape):
-    """C-contiguous strides in elements; size-0 and size-1 dimensions do not scale."""
-    strides, step = [], 1
-    for dim in reversed(shape):
-        strides.append(step)
-        step *= max(dim, 1)
-    return tuple(reversed(strides))
 
 
 def dltensor_layout(dl_tensor):

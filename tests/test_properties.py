@@ -29,6 +29,7 @@ from forge import (
     READ_ONLY,
     DLManagedTensor,
     DLManagedTensorVersioned,
+    c_strides,
     capsule_name,
     forge,
     managed_pointer,
@@ -72,24 +73,6 @@ def _itemsize(dtype):
     return (dtype[1] * dtype[2] + 7) // 8
 
 
-def _c_strides(shape):
-    strides, step = [], 1
-    for d in reversed(shape):
-        strides.append(step)
-        step *= max(d, 1)
-    return tuple(reversed(strides))
-
-
-def _c_strides_like_dlinterop(shape):
-    # dlinterop fills NULL strides this way (a dimension of 0 or 1 does not advance the step).
-    strides, step = [], 1
-    for d in reversed(shape):
-        strides.append(step)
-        if d > 1:
-            step *= d
-    return tuple(reversed(strides))
-
-
 @st.composite
 def layouts(draw, dtypes=DTYPES):
     """(dtype, shape, strides or None, byte_offset)."""
@@ -101,7 +84,7 @@ def layouts(draw, dtypes=DTYPES):
         strides = None
     elif kind == "c" or _packed(dtype):
         # Packed sub-byte elements have no address of their own: only compact layouts.
-        strides = _c_strides(shape)
+        strides = c_strides(shape)
     else:
         strides = tuple(draw(st.lists(st.integers(-6, 6), min_size=ndim, max_size=ndim)))
     byte_offset = draw(st.sampled_from([0, 0, 1, 3, 8, 64, 255]))
@@ -122,7 +105,7 @@ def _expected_bytes(read, element0, dtype, shape, strides):
         return read(element0, (count * dtype[1] * dtype[2] + 7) // 8)
     itemsize = _itemsize(dtype)
     if strides is None:
-        strides = _c_strides(shape)
+        strides = c_strides(shape)
     out = bytearray()
     for index in np.ndindex(*shape):
         offset = sum(i * s for i, s in zip(index, strides)) * itemsize
@@ -148,7 +131,7 @@ def _forged_source(dtype, shape, strides, byte_offset, readonly, version, versio
 def _assert_fields(t, *, dtype, shape, strides, element0, readonly, device=(1, 0)):
     assert t.shape == shape
     assert t.ndim == len(shape)
-    assert t.strides == (strides if strides is not None else _c_strides_like_dlinterop(shape))
+    assert t.strides == (strides if strides is not None else c_strides(shape))
     assert t.dtype.__dlpack_data_type__() == dtype
     assert t.__dlpack_device__() == device
     assert t.data_ptr == element0
@@ -285,7 +268,7 @@ def _numpy_view(dtype, shape, strides, byte_offset, readonly):
     """A NumPy view with exactly this layout over a pattern-filled bytearray."""
     itemsize = _itemsize(dtype)
     if strides is None:
-        strides = _c_strides(shape)
+        strides = c_strides(shape)
     if 0 in shape:
         low = high = 0
     else:
