@@ -453,18 +453,6 @@ def test_to_dlpack_rejects_non_tensors():
         dl.to_dlpack(np.zeros(3))
 
 
-@pytest.mark.parametrize("max_version", [None, (1, 3)])
-def test_unconsumed_capsule_releases_its_reference(tensor, max_version):
-    before_exports = _live_exports()
-    before_refs = sys.getrefcount(tensor)
-    capsule = tensor.__dlpack__(max_version=max_version)
-    assert sys.getrefcount(tensor) == before_refs + 1
-    assert _live_exports() == before_exports + 1
-    del capsule
-    assert sys.getrefcount(tensor) == before_refs
-    assert _live_exports() == before_exports
-
-
 def test_numpy_consumer_releases_the_export(tensor):
     before_exports = _live_exports()
     before_refs = sys.getrefcount(tensor)
