@@ -31,6 +31,15 @@ static int failed(int rc, const char* function) {
   return -1;
 }
 
+/* The table's import: a new object owning `managed`, which it steals whatever the outcome. */
+static PyObject* import_managed(const DLPackExchangeAPI* api, DLManagedTensorVersioned* managed) {
+  void* out = NULL;
+  if (failed(api->managed_tensor_to_py_object_no_sync(managed, &out),
+             "managed_tensor_to_py_object_no_sync"))
+    return NULL;
+  return (PyObject*)out;
+}
+
 static PyObject* tuple_of(const int64_t* values, int n) {
   if (values == NULL) Py_RETURN_NONE;
   PyObject* t = PyTuple_New(n);
@@ -68,12 +77,7 @@ static PyObject* round_trip(PyObject* self, PyObject* args) {
   if (failed(api->managed_tensor_from_py_object_no_sync(obj, &managed),
              "managed_tensor_from_py_object_no_sync"))
     return NULL;
-  void* out = NULL;
-  /* Steals `managed`, whatever the outcome. */
-  if (failed(api->managed_tensor_to_py_object_no_sync(managed, &out),
-             "managed_tensor_to_py_object_no_sync"))
-    return NULL;
-  return (PyObject*)out;
+  return import_managed(api, managed);
 }
 
 /* export_info(obj): (version, flags, data, byte_offset) of the owning export; deleted after. */
@@ -151,11 +155,7 @@ static PyObject* allocate(PyObject* self, PyObject* args) {
                    rc, ctx.calls);
     return NULL;
   }
-  void* out = NULL;
-  if (failed(api->managed_tensor_to_py_object_no_sync(managed, &out),
-             "managed_tensor_to_py_object_no_sync"))
-    return NULL;
-  return (PyObject*)out;
+  return import_managed(api, managed);
 }
 
 /* view(obj, table_from=obj) -> dict describing the non-owning DLTensor. */
