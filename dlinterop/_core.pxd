@@ -35,7 +35,8 @@ cdef class Tensor:
     # when this Tensor dies.
     cdef DLManagedTensorVersioned* managed_versioned
     cdef DLManagedTensor* managed_legacy
-    # DLPACK_FLAG_BITMASK_READ_ONLY / IS_COPIED as they apply to this Tensor.
+    # DLPACK_FLAG_BITMASK_READ_ONLY / IS_COPIED as they apply to this Tensor, and bit 63:
+    # READ_ONLY was assumed for a legacy capsule (see Tensor.readonly_reason).
     cdef uint64_t flags
     # The Python object keeping the memory alive (capsule, buffer holder, source Tensor),
     # or None for an owned buffer.

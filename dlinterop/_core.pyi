@@ -1,6 +1,6 @@
 import enum
 import sys
-from typing import Any, Final, SupportsIndex, TypeAlias, final
+from typing import Any, Final, Literal, SupportsIndex, TypeAlias, final
 
 from typing_extensions import CapsuleType, disjoint_base
 
@@ -119,6 +119,8 @@ class Tensor:
     def data_ptr(self) -> int: ...
     @property
     def readonly(self) -> bool: ...
+    @property
+    def readonly_reason(self) -> Literal["flag", "legacy"] | None: ...
     @property
     def is_copied(self) -> bool: ...
     @property

@@ -88,6 +88,9 @@ cdef extern from "runtime.h" nogil:
 cdef enum:
     MAX_NDIM = 64   # DLPack sets no limit; this bounds stack arrays and rejects garbage
 cdef size_t DEFAULT_ALIGNMENT = 256
+# dlinterop's own bit in Tensor.flags, beside DLPack's (never exported, and masked off
+# producers' flags): READ_ONLY was assumed because a legacy capsule could not say.
+cdef uint64_t FLAG_READ_ONLY_ASSUMED = (<uint64_t>1) << 63
 
 __dlpack_version__ = (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)
 

@@ -12,6 +12,9 @@ cdef class _BufferHolder:
         if self.held:
             PyBuffer_Release(&self.view)
             self.held = False
+        # Here, not in the generated clean-up, so that the source's destructor never runs
+        # with an exception pending (see Tensor.__dealloc__).
+        self.source = None
 
 
 cdef Tensor _tensor_over(void* data, int ndim, const int64_t* shape, const int64_t* strides,
@@ -112,8 +115,26 @@ cdef DType _dtype_from_typestr(str typestr):
     return found
 
 
-cdef Tensor _tensor_from_interface(object obj, dict iface, DLDevice device):
-    """A Tensor over the memory an __array_interface__ / __cuda_array_interface__ describes."""
+cdef Tensor _tensor_from_interface(object obj, bint cuda):
+    """A Tensor over the memory obj's __cuda_array_interface__ (cuda) or
+    __array_interface__ describes. The interface dict holds the only references to what it
+    names (a buffer object, say): it is dropped while an error is being handled, not
+    pending, so that nothing's destructor runs with an exception in flight."""
+    iface = obj.__cuda_array_interface__ if cuda else obj.__array_interface__
+    try:
+        if not cuda:
+            return _tensor_over_interface(obj, iface, _CPU)
+        t = _tensor_over_interface(obj, iface, _cuda_device_of(iface["data"][0]))
+        stream = iface.get("stream")
+        if stream is not None:
+            _cuda_wait_external_stream(stream, t.dl.device)
+        return t
+    except BaseException:
+        iface = t = stream = None
+        raise
+
+
+cdef Tensor _tensor_over_interface(object obj, dict iface, DLDevice device):
     cdef int64_t shape[MAX_NDIM]
     cdef int64_t strides[MAX_NDIM]
     cdef uintptr_t address
@@ -174,15 +195,11 @@ def asarray(obj, *, device=None, copy=None):
             # interface may still describe the memory.
             if PyCapsule_CheckExact(obj) or not hasattr(obj, "__array_interface__"):
                 raise
-            t = _tensor_from_interface(obj, obj.__array_interface__, _CPU)
+            t = _tensor_from_interface(obj, False)
     elif hasattr(obj, "__cuda_array_interface__"):
-        iface = obj.__cuda_array_interface__
-        t = _tensor_from_interface(obj, iface, _cuda_device_of(iface["data"][0]))
-        stream = iface.get("stream")
-        if stream is not None:
-            _cuda_wait_external_stream(stream, t.dl.device)
+        t = _tensor_from_interface(obj, True)
     elif hasattr(obj, "__array_interface__"):
-        t = _tensor_from_interface(obj, obj.__array_interface__, _CPU)
+        t = _tensor_from_interface(obj, False)
     elif PyObject_CheckBuffer(obj):
         t = _tensor_from_buffer(obj)
     else:

@@ -382,11 +382,28 @@ cdef bint _is_torch_tensor_type(type cls):
 
 cdef Tensor _import_through_exchange_api(_Producer producer, object obj):
     """Imports `obj` through its type's exchange table; None when the table cannot serve it
-    (device memory whose stream order dlinterop cannot enforce)."""
+    (device memory whose stream order dlinterop cannot enforce), or refuses it: the caller
+    then asks __dlpack__, whose error is the producer's documented one (PyTorch's table
+    raises RuntimeError with a C++ stack trace where its __dlpack__ raises a one-line
+    BufferError naming the problem: a sparse layout, a quantized dtype)."""
     cdef const DLPackExchangeAPI* api = producer.api
     cdef DLManagedTensorVersioned* m = NULL
+    cdef PyObject *exc_type
+    cdef PyObject *exc_value
+    cdef PyObject *exc_tb
     if api.managed_tensor_from_py_object_no_sync(<void*>obj, &m) != 0:
-        raise_pending_error()
+        # KeyboardInterrupt and the like propagate; an ordinary error means "ask __dlpack__".
+        fallback = PyErr_Occurred() == NULL or PyErr_ExceptionMatches(<PyObject*>Exception)
+        PyErr_Fetch(&exc_type, &exc_value, &exc_tb)
+        if m != NULL and m.deleter != NULL:
+            m.deleter(m)   # a table that failed should not hand one out; never leak it
+        if not fallback:
+            PyErr_Restore(exc_type, exc_value, exc_tb)
+            raise_pending_error()
+        Py_DecRef(exc_type)
+        Py_DecRef(exc_value)
+        Py_DecRef(exc_tb)
+        return None
     if m != NULL and m.dl_tensor.device.device_type != kDLCPU:
         if not _cuda_sync_exchange(api, m):
             if m.deleter != NULL:

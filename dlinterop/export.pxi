@@ -186,6 +186,14 @@ cdef object _make_legacy_capsule(Tensor t):
     return _own_capsule(PyCapsule_New_raw(m, NAME_LEGACY, _legacy_capsule_destructor), m, t)
 
 
+cdef inline bint _legacy_export_refused(Tensor t) noexcept:
+    """A legacy capsule cannot say "read-only", so a read-only Tensor is not exported as one,
+    unless it is read-only only because it came from a legacy capsule itself: the next
+    consumer then knows what the first one did, and nothing more is lost."""
+    return (t.flags & (DLPACK_FLAG_BITMASK_READ_ONLY | FLAG_READ_ONLY_ASSUMED)
+            ) == DLPACK_FLAG_BITMASK_READ_ONLY
+
+
 cdef int _negotiated_minor(object max_version) except -2:
     """The minor version to stamp on a versioned capsule: the newest dlinterop implements
     that does not exceed max_version; -1 when the consumer wants a legacy capsule."""
@@ -224,7 +232,7 @@ cdef object _export(Tensor t, object stream, object max_version, object dl_devic
         # The common case: share the memory as it is.
         if versioned:
             return _make_versioned_capsule(t, minor, t.flags & DLPACK_FLAG_BITMASK_READ_ONLY)
-        if t.flags & DLPACK_FLAG_BITMASK_READ_ONLY:
+        if _legacy_export_refused(t):
             raise BufferError("read-only tensor cannot be exported as a legacy capsule; "
                               "pass max_version=(1, 0) or copy=True")
         return _make_legacy_capsule(t)
@@ -248,7 +256,7 @@ cdef object _export(Tensor t, object stream, object max_version, object dl_devic
         src = _copy_tensor(t, target)
         flags |= DLPACK_FLAG_BITMASK_IS_COPIED
     elif t.flags & DLPACK_FLAG_BITMASK_READ_ONLY:
-        if not versioned:
+        if not versioned and _legacy_export_refused(t):
             raise BufferError("read-only tensor cannot be exported as a legacy capsule; "
                               "pass max_version=(1, 0) or copy=True")
         flags |= DLPACK_FLAG_BITMASK_READ_ONLY
@@ -289,7 +297,7 @@ cdef object to_capsule(Tensor t, bint versioned):
     if versioned:
         return _make_versioned_capsule(t, DLPACK_MINOR_VERSION,
                                        t.flags & DLPACK_FLAG_BITMASK_READ_ONLY)
-    if t.flags & DLPACK_FLAG_BITMASK_READ_ONLY:
+    if _legacy_export_refused(t):
         raise BufferError("read-only tensor cannot be exported as a legacy capsule; "
                           "use versioned=True")
     return _make_legacy_capsule(t)

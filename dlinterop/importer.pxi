@@ -164,8 +164,10 @@ cdef Tensor _tensor_from_capsule(object capsule):
     elif strcmp(name, NAME_LEGACY) == 0:
         ml = <DLManagedTensor*>PyCapsule_GetPointer(<PyObject*>capsule, NAME_LEGACY)
         _validate_dltensor(&ml.dl_tensor)
-        # A legacy capsule cannot say whether its memory may be written: assume not.
+        # A legacy capsule cannot say whether its memory may be written: assume not, and
+        # remember that this is an assumption (a legacy re-export may pass it on).
         t = _wrap_dltensor(&ml.dl_tensor, DLPACK_FLAG_BITMASK_READ_ONLY)
+        t.flags |= FLAG_READ_ONLY_ASSUMED
         PyCapsule_SetName(capsule, NAME_USED_LEGACY)
         t.managed_legacy = ml
     elif strcmp(name, NAME_USED_VERSIONED) == 0 or strcmp(name, NAME_USED_LEGACY) == 0:
@@ -180,6 +182,7 @@ cdef Tensor _tensor_from_capsule(object capsule):
 cdef Tensor _view_of(Tensor src):
     """A new Tensor sharing src's memory, as exporting and importing it would give."""
     cdef Tensor t = _wrap_dltensor(&src.dl, src.flags & DLPACK_FLAG_BITMASK_READ_ONLY)
+    t.flags |= src.flags & FLAG_READ_ONLY_ASSUMED
     t.owner_ref = src
     return t
 
@@ -262,13 +265,22 @@ cdef tuple _UNBOUND_CALLABLE_TYPES = (
 )
 
 
-cdef object _call_dlpack(object obj, object kwargs, _Producer producer=None):
-    """The capsule obj.__dlpack__(max_version=(1, 3), **kwargs) returns."""
+cdef Tensor _import_from_producer(object obj, object kwargs, _Producer producer=None):
+    """Imports the capsule obj.__dlpack__(max_version=(1, 3), **kwargs) returns.
+
+    dlinterop usually holds that capsule's last reference, so a rejected capsule dies here.
+    It is dropped while the exception is being handled rather than pending: its destructor
+    may run Python code (a ctypes or pure-Python producer's), which must not find an
+    exception in flight, or it fails and may skip the deleter (numpy/numpy#32697)."""
     capsule = _call_dlpack_method(obj, kwargs, producer)
-    if not PyCapsule_CheckExact(capsule):
-        raise TypeError(f"{type(obj).__name__}.__dlpack__ returned "
-                        f"{type(capsule).__name__}, not a DLPack capsule")
-    return capsule
+    try:
+        if not PyCapsule_CheckExact(capsule):
+            raise TypeError(f"{type(obj).__name__}.__dlpack__ returned "
+                            f"{type(capsule).__name__}, not a DLPack capsule")
+        return _tensor_from_capsule(capsule)
+    except BaseException:
+        capsule = None
+        raise
 
 
 cdef object _call_dlpack_method(object obj, object kwargs, _Producer producer):
@@ -349,7 +361,7 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
             t = _import_through_exchange_api(producer, obj)
             if t is not None:
                 return t
-        return _tensor_from_capsule(_call_dlpack(obj, None, producer))
+        return _import_from_producer(obj, None, producer)
     _check_copy_arg(copy)
     if device is not None:
         target = _parse_device(device)
@@ -383,15 +395,15 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
         if device is not None:
             kwargs["dl_device"] = (<int>target.device_type, target.device_id)
             try:
-                t = _tensor_from_capsule(_call_dlpack(obj, kwargs))
+                t = _import_from_producer(obj, kwargs)
             except BufferError:
                 # The producer cannot reach that device: import as is and copy ourselves.
                 if copy is False:
                     raise
                 del kwargs["dl_device"]
-                t = _tensor_from_capsule(_call_dlpack(obj, kwargs))
+                t = _import_from_producer(obj, kwargs)
         else:
-            t = _tensor_from_capsule(_call_dlpack(obj, kwargs))
+            t = _import_from_producer(obj, kwargs)
     if device is not None and not (target.device_type == t.dl.device.device_type
                                    and target.device_id == t.dl.device.device_id):
         if copy is False:

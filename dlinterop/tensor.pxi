@@ -68,6 +68,10 @@ cdef class Tensor:
         if self.shape_strides != self.inline_storage:
             free(self.shape_strides)
             self.shape_strides = self.inline_storage
+        # Drop the owner here, where Cython keeps any pending exception aside, not in the
+        # generated clean-up after this method: an owner's destructor (a foreign capsule's,
+        # say) may run Python code, which must not see an exception in flight.
+        self.owner_ref = None
 
     cdef DLTensor* dltensor(self) noexcept nogil:
         return &self.dl
@@ -118,6 +122,17 @@ cdef class Tensor:
         return (self.flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0
 
     @property
+    def readonly_reason(self):
+        """Why the Tensor is read-only: "flag" when its producer said so (DLPack's READ_ONLY
+        flag, a read-only buffer or array) or dlinterop made it so, "legacy" when it came
+        from a legacy "dltensor" capsule, which cannot say whether its memory may be
+        written; None when it is writable. A "legacy" Tensor may be exported as a legacy
+        capsule again, a "flag" one only as a versioned capsule or a copy."""
+        if not (self.flags & DLPACK_FLAG_BITMASK_READ_ONLY):
+            return None
+        return "legacy" if self.flags & FLAG_READ_ONLY_ASSUMED else "flag"
+
+    @property
     def is_copied(self):
         """True when the producer reported (IS_COPIED) that it made this memory a copy."""
         return (self.flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0
@@ -137,8 +152,10 @@ cdef class Tensor:
         return self.dl.shape[0]
 
     def __repr__(self):
+        reason = self.readonly_reason
         return (f"Tensor(shape={self.shape}, dtype={self.dtype}, "
-                f"device={device_from_dl(self.dl.device)})")
+                f"device={device_from_dl(self.dl.device)}"
+                + (")" if reason is None else f", readonly={reason!r})"))
 
     # -- DLPack (export.pxi) ------------------------------------------------------------
 

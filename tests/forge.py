@@ -78,6 +78,7 @@ __all__ = [
     "NAME_USED_VERSIONED",
     "NAME_USED_LEGACY",
     "Forged",
+    "PENDING_SEEN",
     "forge",
     "capsule_name",
     "managed_pointer",
@@ -221,9 +222,26 @@ _RAW_DELETER = CFUNCTYPE(None, c_void_p)
 _DESTRUCTOR_T = CFUNCTYPE(None, c_void_p)
 
 
+# PyDLL-style, so ctypes raises the exception it finds pending after the call.
+_PyErr_Occurred = PYFUNCTYPE(c_void_p)(("PyErr_Occurred", _api))
+
+# One line per forged destructor or deleter call that found its C caller's exception still
+# pending (which CPython forbids for Python code; see the caveat above). Tests of consumers'
+# error paths assert that this stays empty.
+PENDING_SEEN = []
+
+
+def _note_pending(where, _probe=_PyErr_Occurred, _seen=PENDING_SEEN):
+    try:
+        _probe()
+    except BaseException as e:  # the caller's exception, now taken from it
+        _seen.append(f"{where}: {type(e).__name__}: {e}")
+
+
 def _capsule_destructor(cap, _info=_CAPSULE_INFO, _is_valid=_PyCapsule_IsValid,
                         _get_pointer=_PyCapsule_GetPointer, _raw=_RAW_DELETER,
                         _vp=c_void_p):
+    _note_pending("capsule destructor")
     info = _info.pop(cap, None)
     if info is None:
         return
@@ -484,6 +502,7 @@ def forge(shape=(2, 3), dtype=(2, 32, 1), *, versioned=True, strides=None, byte_
     count = f._count
 
     def _deleter(_ptr, _count=count):
+        _note_pending("deleter")
         _count[0] += 1
 
     if null_deleter:

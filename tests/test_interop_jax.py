@@ -1,8 +1,9 @@
 """Interop with JAX (CPU, x64 enabled), both directions: every dtype both sides know, the
 layouts XLA accepts, lifetimes, and JAX's legacy (hence read-only) capsules.
 
-JAX speaks only legacy "dltensor" capsules (it calls __dlpack__(stream=None)), takes data
-without copying only when it is 64-byte aligned (dlinterop aligns to 256), and refuses
+JAX speaks only legacy "dltensor" capsules (it calls __dlpack__(stream=None)), so its arrays
+import read-only by assumption (readonly_reason "legacy") and go back to JAX the same way. It
+takes data without copying only when it is 64-byte aligned (dlinterop aligns to 256), refuses
 strides that are not a permutation of a compact layout. Those refusals are JAX's; the tests
 pin JAX's own error and show dlinterop did not crash or leak (the conftest leak check runs
 after every test).
@@ -242,22 +243,85 @@ def test_jax_result_of_computation_on_dl_memory_outlives_it():
 def test_jax_import_is_read_only_everywhere():
     t = dl.from_dlpack(jnp.arange(6.0))
     assert t.readonly
+    assert t.readonly_reason == "legacy"   # assumed: JAX's legacy capsule could not say
+    assert "readonly='legacy'" in repr(t)
     a = np.from_dlpack(t)
     assert not a.flags.writeable
     assert memoryview(t).readonly
-    with pytest.raises(BufferError, match="read-only"):
-        dl.to_dlpack(t)
     # Versioned export keeps the flag for consumers that understand it.
     assert dl.from_dlpack(dl.to_dlpack(t, versioned=True)).readonly
+    # A legacy export passes the uncertainty on, as it came: legacy again, read-only again.
+    u = dl.from_dlpack(dl.to_dlpack(t))
+    assert u.data_ptr == t.data_ptr and u.readonly_reason == "legacy"
+    # A view of it keeps the reason.
+    assert dl.from_dlpack(t).readonly_reason == "legacy"
 
 
-def test_read_only_tensor_cannot_go_back_to_jax_without_a_copy():
-    x = jnp.arange(6.0)
+@pytest.mark.parametrize("name", JAX_DTYPES)
+def test_jax_to_dl_to_jax_every_dtype_zero_copy(name):
+    x = jax_source(name)
     t = dl.from_dlpack(x)
+    y = jax_dlpack.from_dlpack(t)
+    assert y.dtype == x.dtype and y.shape == x.shape
+    assert pointer(y) == pointer(x) == t.data_ptr
+    assert np.asarray(y).tobytes() == np.asarray(x).tobytes()
+    del x, t
+    assert np.asarray(y).tobytes() == np.asarray(jax_source(name)).tobytes()
+
+
+def numpy_dlpack_knows(name):
+    """Whether this NumPy's DLPack import takes the dtype (NumPy 2.5 takes ml_dtypes')."""
+    try:
+        np.from_dlpack(dl.zeros((1,), name))
+    except (BufferError, RuntimeError, TypeError):
+        return False
+    return True
+
+
+@pytest.mark.parametrize("name", JAX_DTYPES)
+def test_jax_to_dl_to_numpy_every_dtype_zero_copy(name):
+    # NumPy holds float4 unpacked (a byte an element), so packed float4 has no NumPy view.
+    x = jax_source(name)
+    t = dl.from_dlpack(x)
+    if numpy_dlpack_knows(name):
+        a = np.from_dlpack(t)
+    else:
+        # This NumPy's DLPack refuses ml_dtypes' types: the pickle buffer is the road.
+        buffers = []
+        pickle.dumps(t, protocol=5, buffer_callback=buffers.append)
+        a = np.frombuffer(buffers[0].raw(), dtype=t.dtype.to_numpy()).reshape(t.shape)
+    assert a.ctypes.data == pointer(x)
+    assert not a.flags.writeable
+    assert a.dtype == x.dtype and a.tobytes() == np.asarray(x).tobytes()
+
+
+@pytest.mark.parametrize("name", JAX_DTYPES)
+def test_jax_to_dl_to_torch_every_dtype_torch_has(name):
+    torch = pytest.importorskip("torch")
+    x = jax_source(name)
+    t = dl.from_dlpack(x)
+    torch_dtype = getattr(torch, name, None)
+    if torch_dtype is None:
+        # PyTorch has no such type: its own refusal, with the tensor intact.
+        with pytest.raises(BufferError, match="Unsupported code"):
+            torch.from_dlpack(t)
+        assert dl.from_dlpack(t).data_ptr == pointer(x)
+        return
+    y = torch.from_dlpack(t)
+    assert y.dtype == torch_dtype and tuple(y.shape) == x.shape
+    assert y.data_ptr() == pointer(x)
+    assert y.view(torch.uint8).numpy().tobytes() == np.asarray(x).view(np.uint8).tobytes()
+
+
+def test_read_only_by_flag_tensor_cannot_go_to_jax_without_a_copy():
+    a = np.arange(6.0)
+    a.flags.writeable = False
+    t = dl.from_dlpack(a)
+    assert t.readonly_reason == "flag"
     with pytest.raises(BufferError, match="read-only"):
         jax_dlpack.from_dlpack(t)
     y = jax_dlpack.from_dlpack(t.copy())
-    assert np.array_equal(np.asarray(y), np.asarray(x))
+    assert np.array_equal(np.asarray(y), a)
 
 
 def test_read_only_numpy_array_through_dl_to_jax_is_refused():

@@ -554,3 +554,39 @@ def test_torch_bit_reader_set_up_under_a_mode_is_tried_again():
         assert _core._torch_native_bits(torch.Tensor)
         print("ok")
     """)
+
+
+# -- tensors DLPack cannot describe ------------------------------------------------------
+
+def _undescribable():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # quantized and sparse CSR creation warn
+        return {
+            "quantized": (torch.quantize_per_tensor(torch.ones(3), 0.1, 0, torch.qint8),
+                          "QInt"),
+            "sparse COO": (torch.ones(3, 3).to_sparse(), "layout"),
+            "sparse CSR": (torch.ones(2, 2).to_sparse_csr(), "layout"),
+        }
+
+
+IMPORTS = {
+    "from_dlpack": lambda x: dl.from_dlpack(x),
+    "from_dlpack copy=False": lambda x: dl.from_dlpack(x, copy=False),
+    "from_dlpack copy=True": lambda x: dl.from_dlpack(x, copy=True),
+    "from_dlpack device": lambda x: dl.from_dlpack(x, device="cpu"),
+    "asarray": lambda x: dl.asarray(x),
+    "asarray copy=True": lambda x: dl.asarray(x, copy=True),
+}
+
+
+@pytest.mark.parametrize("route", sorted(IMPORTS))
+@pytest.mark.parametrize("kind", ["quantized", "sparse COO", "sparse CSR"])
+def test_undescribable_torch_tensor_is_a_short_buffer_error_on_every_route(kind, route):
+    # PyTorch's exchange table raises RuntimeError with a C++ stack trace for these; every
+    # route must give what __dlpack__ gives: a one-line BufferError naming the problem.
+    x, word = _undescribable()[kind]
+    with pytest.raises(BufferError) as info:
+        IMPORTS[route](x)
+    message = str(info.value)
+    assert word in message
+    assert "\n" not in message and "frame #" not in message and "Exception raised" not in message

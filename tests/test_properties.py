@@ -168,7 +168,10 @@ def test_dl_to_dl_preserves_fields_and_values(layout, readonly, versioned, sourc
     assert _tensor_bytes(t) == expected
 
     minor = MAX_VERSIONS[max_version]
-    if t_readonly and minor is None and export_copy is None:
+    # Read-only by flag never goes out as a legacy capsule; read-only only because the
+    # source was legacy may (readonly_reason "legacy").
+    assert t.readonly_reason == (None if not t_readonly else "flag" if versioned else "legacy")
+    if readonly and versioned and minor is None and export_copy is None:
         with pytest.raises(BufferError, match="read-only"):
             t.__dlpack__(max_version=max_version)
     else:

@@ -269,7 +269,8 @@ def test_len_is_first_dimension():
 
 
 @pytest.mark.parametrize("attr", ["shape", "strides", "dtype", "device", "ndim", "size",
-                                  "nbytes", "itemsize", "data_ptr", "readonly", "owner"])
+                                  "nbytes", "itemsize", "data_ptr", "readonly", "readonly_reason",
+                                  "owner"])
 def test_tensor_attributes_are_read_only(attr):
     t = dl.zeros((2, 3))
     with pytest.raises(AttributeError):
@@ -581,3 +582,32 @@ def test_repr(shape, name, text):
 def test_tensor_cannot_be_constructed_directly(args, kwargs):
     with pytest.raises(TypeError):
         dl.Tensor(*args, **kwargs)
+
+
+def test_readonly_reason_tells_an_assumption_from_a_flag():
+    t = dl.zeros((6,))
+    assert t.readonly_reason is None
+    legacy = dl.from_dlpack(dl.to_dlpack(t))          # a legacy capsule cannot say
+    assert legacy.readonly and legacy.readonly_reason == "legacy"
+    assert repr(legacy).endswith("readonly='legacy')")
+    flagged = dl.from_dlpack(dl.to_dlpack(legacy, versioned=True))   # says READ_ONLY
+    assert flagged.readonly and flagged.readonly_reason == "flag"
+    assert repr(flagged).endswith("readonly='flag')")
+    assert legacy.copy().readonly_reason is None
+
+
+@pytest.mark.parametrize("export", [
+    lambda t: dl.to_dlpack(t),
+    lambda t: t.__dlpack__(),
+    lambda t: t.__dlpack__(stream=-1),
+    lambda t: t.__dlpack__(max_version=(0, 8), copy=False),
+], ids=["to_dlpack", "__dlpack__", "stream=-1", "copy=False"])
+def test_legacy_export_of_read_only_tensors_depends_on_the_reason(export):
+    legacy = dl.from_dlpack(dl.to_dlpack(dl.zeros((2, 3))))
+    again = dl.from_dlpack(export(legacy))
+    assert again.data_ptr == legacy.data_ptr and again.readonly_reason == "legacy"
+    flagged = dl.from_dlpack(dl.to_dlpack(legacy, versioned=True))
+    with pytest.raises(BufferError, match="read-only"):
+        export(flagged)
+    # A copy is writable, so it travels as a legacy capsule.
+    assert dl.from_dlpack(flagged.__dlpack__(copy=True)).readonly_reason == "legacy"

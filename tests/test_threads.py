@@ -86,7 +86,9 @@ def _shared_tensors():
     owned = dl.full((THREADS, 64), 1.5)                       # each thread writes its row
     ints = dl.from_dlpack(np.arange(24, dtype=np.int64).reshape(4, 6))
     strided = dl.from_dlpack(np.from_dlpack(dl.full((6, 8), 2.0, "float64"))[::-2, 1::3])
-    readonly = dl.from_dlpack(dl.to_dlpack(dl.full((5,), 7, "int32")))   # legacy: read-only
+    # Read-only by flag (a versioned capsule of a legacy import): no legacy export.
+    readonly = dl.from_dlpack(dl.to_dlpack(
+        dl.from_dlpack(dl.to_dlpack(dl.full((5,), 7, "int32"))), versioned=True))
     scalar = dl.full((), 3, "uint8")
     return owned, ints, strided, readonly, scalar
 
