@@ -239,7 +239,8 @@ def define_rows():
                             ("jax", "jax array"), ("tvm_ffi", "tvm-ffi tensor")):
         target = Target(0.7, "numpy") if producer == "numpy" else None
         add(Row(imports, f"from_dlpack({label})",
-                per_library("{from_dlpack}(%s)" % OBJECT[producer]), target))
+                per_library("{from_dlpack}(%s)" % OBJECT[producer]), target,
+                needs=() if producer == "numpy" else (producer,)))
     for layout in ("strided", "transposed"):
         add(Row(imports, f"from_dlpack(NumPy array, {layout})",
                 per_library("{from_dlpack}(a_%s)" % layout, no_jax)))
@@ -599,9 +600,17 @@ def main(argv=None):
         parser.error(f"unknown peer(s) {sorted(unknown)}; choose from {', '.join(PEERS)}")
     ns, versions = load_libraries(wanted)
     libraries = [c for c in COLUMNS if c in versions and (c == "dlinterop" or c in wanted)]
-    rows = [row for row in define_rows() if all(name in ns for name in row.needs)]
-    scaling = [row for row in define_scaling_rows() if all(name in ns for name in row.needs)]
-    exchange = [row for row in define_exchange_rows() if all(name in ns for name in row.needs)]
+    skipped = []
+
+    def runnable(row):
+        missing = [name for name in row.needs if name not in ns]
+        if missing:
+            skipped.append(f"{row.name} (needs {', '.join(missing)})")
+        return not missing
+
+    rows = [row for row in define_rows() if runnable(row)]
+    scaling = [row for row in define_scaling_rows() if runnable(row)]
+    exchange = [row for row in define_exchange_rows() if runnable(row)]
     for row in exchange:
         row.statements = {c: s for c, s in row.statements.items()
                           if c not in PEERS or c in libraries}
@@ -642,6 +651,8 @@ def main(argv=None):
     print(f"mode {args.mode}: {mode.repeats} interleaved repeats of ~{mode.repeat_seconds * 1e3:g}"
           f" ms per candidate; medians in ns per call; ratio = dlinterop / best peer; "
           f"value = the target's own measure", file=out)
+    for line in skipped:
+        print(f"skipped, a peer not installed or not asked for: {line}", file=out)
     for section in ("export", "import", "consume", "round trip", "allocation", "copy"):
         section_rows = [r for r in rows if r.section == section]
         if section_rows:
@@ -678,6 +689,7 @@ def main(argv=None):
             "cpus": os.cpu_count(), "seconds": elapsed,
             "live_exports_change": live_exports,
             "rows": summaries,
+            "skipped": skipped,
         }
         with open(args.json, "w") as f:
             json.dump(document, f, indent=1)

@@ -83,6 +83,8 @@ __all__ = [
     "capsule_name",
     "managed_pointer",
     "make_capsule",
+    "capsule_strides",
+    "same_layout",
     "CountingProducer",
 ]
 
@@ -299,6 +301,26 @@ def c_strides(shape):
         strides.append(step)
         step *= max(dim, 1)
     return tuple(reversed(strides))
+
+
+def capsule_strides(capsule):
+    """The element strides an unconsumed capsule's DLTensor carries (C order for NULL)."""
+    name = capsule_name(capsule)
+    struct = DLManagedTensorVersioned if name == NAME_VERSIONED else DLManagedTensor
+    t = struct.from_address(managed_pointer(capsule)).dl_tensor
+    shape = tuple(t.shape[i] for i in range(t.ndim))
+    if not t.strides:
+        return c_strides(shape)
+    return tuple(t.strides[i] for i in range(t.ndim))
+
+
+def same_layout(shape, strides, other):
+    """Whether two stride tuples address the same elements of `shape`: the strides of
+    dimensions of size 1 say nothing, and nor does any stride of a zero-size tensor (NumPy
+    versions differ in what they export for those)."""
+    if 0 in shape:
+        return len(strides) == len(other) == len(shape)
+    return all(a == b for n, a, b in zip(shape, strides, other, strict=True) if n != 1)
 
 
 def _prod(values):

@@ -130,3 +130,15 @@ def test_every_benchmark_sets_up_and_runs_once(suite, module_name, monkeypatch):
                 instance.teardown(*combination)
     assert not failures, "\n".join(failures[:20])
     assert ran > 0
+
+
+def test_runner_skips_and_names_rows_whose_peer_is_missing(tmp_path):
+    # A peer left out (as an uninstalled one is) skips its rows and says so, never errors.
+    path = tmp_path / "results.json"
+    out = run(["-m", "benchmarks", "--smoke", "--peers", "numpy", "--json", str(path)])
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "from_dlpack(torch tensor) (needs torch)" in out.stdout
+    document = json.loads(path.read_text())
+    assert "from_dlpack(jax array) (needs jax)" in document["skipped"]
+    for row in document["rows"]:
+        assert "dlinterop" not in row["errors"], (row["name"], row["errors"])

@@ -1,9 +1,12 @@
 """Interop with JAX (CPU, x64 enabled), both directions: every dtype both sides know, the
-layouts XLA accepts, lifetimes, and JAX's legacy (hence read-only) capsules.
+layouts XLA accepts, lifetimes, and read-only memory.
 
-JAX speaks only legacy "dltensor" capsules (it calls __dlpack__(stream=None)), so its arrays
-import read-only by assumption (readonly_reason "legacy") and go back to JAX the same way. It
-takes data without copying only when it is 64-byte aligned (dlinterop aligns to 256), refuses
+JAX arrays are immutable, so they always import read-only. Older JAX speaks only legacy
+"dltensor" capsules (it calls __dlpack__(stream=None)): its arrays import read-only by
+assumption (readonly_reason "legacy") and go back to JAX the same way. Newer JAX speaks
+versioned capsules with READ_ONLY set, and takes read-only memory back. Which one this JAX
+is, is asked of JAX itself (JAX_VERSIONED), never read from its version number. JAX takes
+data without copying only when it is 64-byte aligned (dlinterop aligns to 256), refuses
 strides that are not a permutation of a compact layout. Those refusals are JAX's; the tests
 pin JAX's own error and show dlinterop did not crash or leak (the conftest leak check runs
 after every test).
@@ -56,6 +59,36 @@ def pointer(y):
     return y.unsafe_buffer_pointer()
 
 
+class _Recorder:
+    """A producer over a dl.Tensor that records how its consumer calls __dlpack__."""
+
+    def __init__(self, t):
+        self.t, self.calls = t, []
+
+    def __dlpack__(self, **kwargs):
+        self.calls.append(kwargs)
+        return self.t.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.t.__dlpack_device__()
+
+
+def _jax_speaks_versioned():
+    recorder = _Recorder(dl.zeros((2,)))
+    jax_dlpack.from_dlpack(recorder)
+    return recorder.calls[0].get("max_version") is not None
+
+
+# Whether this JAX asks for (and so also sends) versioned capsules.
+JAX_VERSIONED = _jax_speaks_versioned()
+
+
+def test_jax_sends_the_capsule_kind_it_asks_for():
+    capsule = jnp.arange(3.0).__dlpack__(max_version=(1, 3)) if JAX_VERSIONED else (
+        jnp.arange(3.0).__dlpack__())
+    assert dl.from_dlpack(capsule).readonly_reason == ("flag" if JAX_VERSIONED else "legacy")
+
+
 def test_x64_is_enabled():
     assert jnp.zeros(1, dtype=jnp.int64).dtype == np.int64
     assert jnp.zeros(1, dtype=jnp.float64).dtype == np.float64
@@ -76,7 +109,7 @@ def test_jax_to_dl_every_dtype_zero_copy_read_only(name):
     assert t.dtype == name
     assert t.shape == x.shape
     assert t.data_ptr == pointer(x)
-    assert t.readonly   # JAX's capsules are legacy: dlinterop cannot know they are writable
+    assert t.readonly   # JAX arrays are immutable (and a legacy capsule could not say)
     assert tensor_bytes(t) == expected
 
 
@@ -92,15 +125,29 @@ def test_dl_to_jax_every_dtype_zero_copy(name):
 
 
 @pytest.mark.parametrize("name, message", [
-    ("float4_e2m1fn", "only support default layout"),
     ("float6_e2m3fn", "invalid DLPack type code 15"),
     ("float6_e3m2fn", "invalid DLPack type code 16"),
 ])
-def test_dl_to_jax_sub_byte_types_are_refused_by_jax(name, message):
+def test_dl_to_jax_float6_types_are_refused_by_jax(name, message):
     t = dl.full((6,), 1.0, dtype=name)
     with pytest.raises(JaxRuntimeError, match=message):
         jax_dlpack.from_dlpack(t)
     assert t.nbytes == (6 * t.dtype.bits + 7) // 8   # still intact
+
+
+def test_dl_to_jax_packed_float4_is_taken_right_or_refused_by_jax():
+    # Some JAX versions import packed float4 (two to a byte), others refuse its layout.
+    codes = np.array([1, 2, 3, 4, 5, 6], dtype=np.uint8)
+    values = codes.view(ml_dtypes.float4_e2m1fn)
+    t = dl.from_dlpack(jnp.asarray(values)).copy()   # packed, writable, dl's memory
+    try:
+        y = jax_dlpack.from_dlpack(t)
+    except JaxRuntimeError as e:
+        assert "layout" in str(e)   # "only support default layout", "Unsupported layout"
+    else:
+        assert y.dtype == values.dtype
+        assert np.asarray(y).view(np.uint8).tolist() == codes.tolist()
+    assert tensor_bytes(t) == bytes([0x21, 0x43, 0x65])   # still intact
 
 
 # -- layouts ----------------------------------------------------------------------------
@@ -134,6 +181,14 @@ def test_dl_to_jax_shapes_zero_copy(shape):
     assert np.array_equal(np.asarray(y), np.full(shape, 2.5))
 
 
+def jax_reads_aligned_permuted_strides():
+    """Whether this JAX honours the strides of a 64-byte aligned transposed NumPy array."""
+    base = np.from_dlpack(dl.zeros((2, 3, 4), "float32"))   # dlinterop aligns to 256
+    base[...] = np.arange(24).reshape(2, 3, 4)
+    view = base.transpose(2, 0, 1)
+    return np.array_equal(np.asarray(jax_dlpack.from_dlpack(view)), view)
+
+
 @pytest.mark.parametrize("layout", ["zero_size_(0,)", "zero_size_(3,0)", "zero_size_(2,0,1)",
                                     "32_dims", "transpose", "0d", "offset_view_compact"])
 def test_dl_to_jax_strided_layouts_jax_accepts(dl_layout, layout):
@@ -145,7 +200,12 @@ def test_dl_to_jax_strided_layouts_jax_accepts(dl_layout, layout):
     else:
         t, view = dl_layout(layout)
     y = jax_dlpack.from_dlpack(t)
-    assert np.array_equal(np.asarray(y), view)
+    if layout == "transpose" and not jax_reads_aligned_permuted_strides():
+        # This JAX reads an aligned, permuted layout it takes without copying in C order,
+        # NumPy's own capsule of the same memory too: dlinterop gets the same treatment.
+        assert np.array_equal(np.asarray(y), np.asarray(jax_dlpack.from_dlpack(view)))
+    else:
+        assert np.array_equal(np.asarray(y), view)
     if t.size:
         aligned = t.data_ptr % 64 == 0
         assert (pointer(y) == t.data_ptr) == aligned
@@ -165,13 +225,20 @@ def test_dl_to_jax_non_compact_strides_are_refused_by_jax(dl_layout, layout):
     assert np.array_equal(np.asarray(y), view)
 
 
-def test_jax_refuses_bare_capsules():
-    t = dl.zeros(3)
+def test_bare_capsules_into_jax_are_refused_unconsumed_or_taken():
+    # Newer JAX refuses capsules (it wants __dlpack__ objects); older JAX consumes them.
+    t = dl.full((3,), 2.0)
     capsule = dl.to_dlpack(t)
-    with pytest.raises(TypeError, match="__dlpack__"):
-        jax_dlpack.from_dlpack(capsule)
-    # The capsule was never consumed: dl can still take it back.
-    assert dl.from_dlpack(capsule).data_ptr == t.data_ptr
+    try:
+        y = jax_dlpack.from_dlpack(capsule)
+    except TypeError as e:
+        assert "__dlpack__" in str(e)
+        # The capsule was never consumed: dl can still take it back.
+        assert dl.from_dlpack(capsule).data_ptr == t.data_ptr
+    else:
+        assert np.array_equal(np.asarray(y), np.full(3, 2.0))
+        with pytest.raises(ValueError, match="already consumed"):
+            dl.from_dlpack(capsule)
 
 
 def test_jax_capsule_into_dl_is_consumed_once():
@@ -243,18 +310,23 @@ def test_jax_result_of_computation_on_dl_memory_outlives_it():
 def test_jax_import_is_read_only_everywhere():
     t = dl.from_dlpack(jnp.arange(6.0))
     assert t.readonly
-    assert t.readonly_reason == "legacy"   # assumed: JAX's legacy capsule could not say
-    assert "readonly='legacy'" in repr(t)
+    reason = "flag" if JAX_VERSIONED else "legacy"   # said, or assumed for a legacy capsule
+    assert t.readonly_reason == reason
+    assert f"readonly={reason!r}" in repr(t)
     a = np.from_dlpack(t)
     assert not a.flags.writeable
     assert memoryview(t).readonly
     # Versioned export keeps the flag for consumers that understand it.
     assert dl.from_dlpack(dl.to_dlpack(t, versioned=True)).readonly
-    # A legacy export passes the uncertainty on, as it came: legacy again, read-only again.
-    u = dl.from_dlpack(dl.to_dlpack(t))
-    assert u.data_ptr == t.data_ptr and u.readonly_reason == "legacy"
     # A view of it keeps the reason.
-    assert dl.from_dlpack(t).readonly_reason == "legacy"
+    assert dl.from_dlpack(t).readonly_reason == reason
+    if JAX_VERSIONED:
+        with pytest.raises(BufferError, match="read-only"):
+            dl.to_dlpack(t)
+    else:
+        # A legacy export passes the uncertainty on, as it came: legacy, read-only again.
+        u = dl.from_dlpack(dl.to_dlpack(t))
+        assert u.data_ptr == t.data_ptr and u.readonly_reason == "legacy"
 
 
 @pytest.mark.parametrize("name", JAX_DTYPES)
@@ -313,20 +385,20 @@ def test_jax_to_dl_to_torch_every_dtype_torch_has(name):
     assert y.view(torch.uint8).numpy().tobytes() == np.asarray(x).view(np.uint8).tobytes()
 
 
-def test_read_only_by_flag_tensor_cannot_go_to_jax_without_a_copy():
+def test_read_only_by_flag_tensor_goes_to_jax_only_where_jax_reads_the_flag():
     a = np.arange(6.0)
     a.flags.writeable = False
     t = dl.from_dlpack(a)
     assert t.readonly_reason == "flag"
-    with pytest.raises(BufferError, match="read-only"):
-        jax_dlpack.from_dlpack(t)
-    y = jax_dlpack.from_dlpack(t.copy())
+    if JAX_VERSIONED:
+        # JAX arrays are immutable: it takes read-only memory as it is.
+        y = jax_dlpack.from_dlpack(t)
+        assert pointer(y) == a.ctypes.data or a.ctypes.data % 64
+    else:
+        # A legacy capsule would drop the flag: dlinterop refuses it.
+        with pytest.raises(BufferError, match="legacy capsule"):
+            jax_dlpack.from_dlpack(t)
+        y = jax_dlpack.from_dlpack(t.copy())
     assert np.array_equal(np.asarray(y), a)
 
 
-def test_read_only_numpy_array_through_dl_to_jax_is_refused():
-    a = np.arange(6.0)
-    a.flags.writeable = False
-    t = dl.from_dlpack(a)
-    with pytest.raises(BufferError, match="legacy capsule"):
-        jax_dlpack.from_dlpack(t)

@@ -1,9 +1,10 @@
 """bfloat16 and the float8 types through NumPy with ml_dtypes.
 
-NumPy's DLPack knows none of these types (both directions refuse them) and the buffer
-protocol has no format for them, so the zero-copy road from dlinterop to NumPy is the
-Tensor's pickle buffer (protocol 5, out of band) viewed with DType.to_numpy(). The road
-back is dl.asarray over the array's memory.
+NumPy's DLPack knows these types from NumPy 2.5 on (asked of NumPy itself, by
+numpy_dlpack_has); before, both directions refuse them. The buffer protocol has no format
+for them, so with such a NumPy the zero-copy road from dlinterop to NumPy is the Tensor's
+pickle buffer (protocol 5, out of band) viewed with DType.to_numpy(), and the road back is
+dl.asarray over the array's memory.
 """
 import pickle
 
@@ -62,16 +63,42 @@ def test_numpy_view_outlives_the_tensor(live_counters, name):
     assert live_counters() == before
 
 
+def numpy_dlpack_has(name):
+    """Whether this NumPy's own DLPack export takes the ml_dtypes type (NumPy 2.5 does;
+    earlier versions speak only bool, int, uint, float and complex)."""
+    try:
+        np.zeros(2, dtype=getattr(ml_dtypes, name)).__dlpack__()
+    except BufferError:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("name", ML_TYPES)
-def test_numpy_dlpack_refuses_ml_dtypes_both_ways(name):
-    """NumPy's limitation, pinned: its DLPack import and export speak only bool, int, uint,
-    float and complex."""
-    t = dl.zeros((2,), dtype=name)
-    with pytest.raises(RuntimeError, match="Unsupported dtype"):
-        np.from_dlpack(t)
-    a = np.zeros(2, dtype=getattr(ml_dtypes, name))
-    with pytest.raises(BufferError, match="DLPack only supports"):
-        a.__dlpack__()
+def test_ml_dtypes_through_numpy_dlpack_both_ways_where_numpy_has_them(name):
+    ml_type = getattr(ml_dtypes, name)
+    if not numpy_dlpack_has(name):
+        # This NumPy's limitation, pinned: both directions refuse the type.
+        with pytest.raises((RuntimeError, BufferError), match="Unsupported dtype"):
+            np.from_dlpack(dl.zeros((2,), dtype=name))
+        with pytest.raises(BufferError, match="DLPack only supports"):
+            np.zeros(2, dtype=ml_type).__dlpack__()
+        return
+    value = 2.0 if name == "float8_e8m0fnu" else -1.5
+    a = np.full((2, 3), value, dtype=np.float32).astype(ml_type)
+    for source in (a, a[:, ::2]):
+        t = dl.from_dlpack(source)            # NumPy -> dl: zero-copy, the right DType
+        assert t.dtype is getattr(dl, name)
+        assert t.data_ptr == source.ctypes.data and not t.readonly
+        back = np.from_dlpack(t)             # dl -> NumPy: the ml_dtypes dtype
+        assert back.dtype == np.dtype(ml_type)
+        assert back.ctypes.data == source.ctypes.data
+        assert back.tobytes() == source.tobytes()
+    t = dl.full((4,), value, dtype=name)
+    b = np.from_dlpack(t)
+    assert b.ctypes.data == t.data_ptr and b.dtype == np.dtype(ml_type)
+    assert b.tobytes() == np.full(4, value, np.float32).astype(ml_type).tobytes()
+    a.flags.writeable = False
+    assert dl.from_dlpack(a).readonly_reason == "flag"
 
 
 @pytest.mark.parametrize("name", ML_TYPES)
