@@ -49,6 +49,7 @@ def build_info():
         "cython": _build_config.cython_version,
         "cuda_toolkit": _build_config.cuda_toolkit_version,
         "cuda_allocator_built": _build_config.cuda_built,
+        "numpy_route_built": _build_config.numpy_route_built,
         "gpu_usable": cuda.is_available(),
         "frameworks": {
             name: version

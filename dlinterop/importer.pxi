@@ -206,6 +206,8 @@ cdef class _Producer:
     cdef object torch_is_conj
     cdef object torch_is_neg
     cdef Py_ssize_t torch_native_offset
+    # numpy.ndarray itself (not subclasses) when the native NumPy route is usable.
+    cdef bint numpy_native
 
 
 # type -> _Producer; the dict keeps every cached type alive, so the one-entry cache in
@@ -252,6 +254,9 @@ cdef _Producer _describe_producer(type cls):
         p.torch_native_offset = _torch_native_offset_for(cls)
     else:
         p.torch_native_offset = TORCH_BITS_UNUSABLE
+    numpy = sys.modules.get("numpy")
+    p.numpy_native = (numpy is not None and cls is getattr(numpy, "ndarray", None)
+                      and _numpy_route_usable(numpy))
     getattr(cls, "__dlpack__", None)   # a type lookup assigns the version tag if it has none
     p.version_tag = (<PyTypeObject*>cls).tp_version_tag if (
         (<PyTypeObject*>cls).tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) else 0
@@ -356,6 +361,11 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
         if PyCapsule_CheckExact(obj):
             return _tensor_from_capsule(obj)
         producer = _producer_of(cls)
+        if producer.numpy_native:
+            t = _import_numpy_native(obj)
+            if t is not None:
+                return t
+            return _import_from_producer(obj, None, producer)
         _refuse_torch_view_bits(producer, obj)
         if producer.api != NULL:
             t = _import_through_exchange_api(producer, obj)
@@ -415,3 +425,102 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
         # that ignored copy=True): make one.
         return _copy_tensor(t, t.dl.device)
     return t
+
+
+# ---- the native NumPy route ------------------------------------------------------------
+#
+# NumPy publishes no exchange table, so an exact numpy.ndarray is read through NumPy's C
+# API instead (src/numpy_route.c), with no Python call: what its __dlpack__ would put in a
+# capsule, the array itself as owner. Arrays that route cannot describe exactly as NumPy
+# would (user dtypes such as ml_dtypes', byte-swapped, long double, strides that are not
+# whole items, memory NumPy imported from elsewhere) take the __dlpack__ route.
+
+cdef extern from "numpy_route.h":
+    int dli_numpy_built() noexcept
+    int dli_numpy_init() noexcept
+    int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim,
+                       int* readonly) noexcept
+
+cdef enum:
+    NUMPY_ROUTE_UNDECIDED = -1
+    NUMPY_ROUTE_OFF = 0
+    NUMPY_ROUTE_ON = 1
+cdef int _numpy_route_state = NUMPY_ROUTE_UNDECIDED
+
+
+cdef Tensor _import_numpy_native(object array):
+    """The Tensor the __dlpack__ route would give for `array`, or None to take that route."""
+    cdef DLTensor dl
+    cdef int64_t storage[2 * MAX_NDIM]
+    cdef int readonly = 0
+    if dli_numpy_view(<PyObject*>array, &dl, storage, MAX_NDIM, &readonly) != 0:
+        return None
+    _validate_dltensor(&dl)
+    cdef Tensor t = _wrap_dltensor(&dl, DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0)
+    t.owner_ref = array
+    return t
+
+
+cdef bint _numpy_route_usable(object numpy) except -1:
+    """Sets the route up once per process: NumPy's C API, then probes on which the route
+    must agree with this NumPy's own __dlpack__ (NumPy versions differ, in the strides of
+    dimensions of size 0 or 1 for one). Any disagreement leaves __dlpack__ in charge."""
+    global _numpy_route_state
+    if _numpy_route_state != NUMPY_ROUTE_UNDECIDED:
+        return _numpy_route_state == NUMPY_ROUTE_ON
+    _numpy_route_state = NUMPY_ROUTE_OFF
+    if not dli_numpy_built():
+        return False
+    if dli_numpy_init() != 0:
+        PyErr_Clear()
+        return False
+    try:
+        base = numpy.arange(24, dtype=numpy.float32).reshape(2, 3, 4)
+        frozen = numpy.arange(6, dtype=numpy.int16)
+        frozen.flags.writeable = False
+        probes = [base, base[:, ::2, 1:], base.transpose(2, 0, 1), base[:, :1, ::3],
+                  base[:0, :, ::2], base[1, 2, 3:3], base[1, 2, 3, ...], numpy.zeros((), bool),
+                  frozen, numpy.zeros(3, numpy.complex64)[::-1]]
+        for probe in probes:
+            native = _import_numpy_native(probe)
+            exported = _tensor_from_capsule(probe.__dlpack__(max_version=_MAX_VERSION))
+            if native is None or not _same_view(native, exported):
+                return False
+    except Exception:
+        return False
+    _numpy_route_state = NUMPY_ROUTE_ON
+    return True
+
+
+cdef bint _same_view(Tensor a, Tensor b):
+    cdef int i
+    if (a.dl.data != b.dl.data or a.dl.byte_offset != b.dl.byte_offset
+            or a.dl.ndim != b.dl.ndim or a.dl.dtype.code != b.dl.dtype.code
+            or a.dl.dtype.bits != b.dl.dtype.bits or a.flags != b.flags):
+        return False
+    for i in range(a.dl.ndim):
+        if a.dl.shape[i] != b.dl.shape[i] or a.dl.strides[i] != b.dl.strides[i]:
+            return False
+    return True
+
+
+def _numpy_route():
+    """Testing aid: True when exact numpy.ndarray objects are imported natively, False when
+    they take __dlpack__, None while undecided (NumPy not imported or no import yet)."""
+    if _numpy_route_state == NUMPY_ROUTE_UNDECIDED:
+        return None
+    return _numpy_route_state == NUMPY_ROUTE_ON
+
+
+def _set_numpy_route(bint enabled):
+    """Testing aid: switch the native NumPy route on (where it is built and its probes
+    pass) or off, so that tests run through both routes; returns the previous setting."""
+    global _numpy_route_state, _last_producer_type, _last_producer
+    previous = _numpy_route_state == NUMPY_ROUTE_ON
+    _numpy_route_state = NUMPY_ROUTE_UNDECIDED if enabled else NUMPY_ROUTE_OFF
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        _producers.pop(numpy.ndarray, None)
+        _last_producer_type = NULL
+        _last_producer = None
+    return previous

@@ -13,6 +13,22 @@ from forge import capsule_strides, same_layout
 
 READ_ONLY = 1
 IS_COPIED = 2
+NUMPY_ROUTE_BUILT = dl.build_info()["numpy_route_built"]
+
+
+@pytest.fixture(autouse=True, params=["native", "dlpack"])
+def numpy_route(request):
+    """Every test here runs twice: exact ndarrays imported through the native NumPy route
+    (NumPy's C API, no Python call) and through NumPy's own __dlpack__. The two must be
+    observably identical."""
+    native = request.param == "native"
+    if native and not NUMPY_ROUTE_BUILT:
+        pytest.skip("built without NumPy's headers: the native route is absent")
+    previous = dl._core._set_numpy_route(native)
+    dl.from_dlpack(np.zeros(1))   # decides the route now
+    assert dl._core._numpy_route() is native
+    yield request.param
+    dl._core._set_numpy_route(previous)
 
 NUMPY_NAMES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                "uint64", "float16", "float32", "float64", "complex64", "complex128"]
@@ -543,3 +559,66 @@ def test_numpy_copy_of_readonly_tensor_is_writable():
     b = np.from_dlpack(dl.from_dlpack(a), copy=True)
     assert b.ctypes.data != a.ctypes.data
     assert b.flags.writeable
+
+
+# -- the native route itself --------------------------------------------------------------
+
+def test_native_route_owner_is_the_array_and_dlpack_route_owner_a_capsule(numpy_route):
+    a = np.arange(6.0)
+    t = dl.from_dlpack(a)
+    if numpy_route == "native":
+        assert t.owner is a
+    else:
+        assert capsule_name(t.owner) == "used_dltensor_versioned"
+    del a
+    assert np.from_dlpack(t).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]   # kept alive
+
+
+@pytest.mark.parametrize("make, error", [
+    (lambda: np.arange(4, dtype=">i4"), "native byte order"),
+    (lambda: np.zeros(3, np.longdouble), "IEEE"),
+    (lambda: np.zeros(2, "i4,f8"), "DLPack only supports"),
+], ids=["byte-swapped", "longdouble", "structured"])
+def test_arrays_the_native_route_leaves_to_numpy_behave_as_numpy_says(make, error):
+    a = make()
+    with pytest.raises(BufferError, match=error):
+        a.__dlpack__(max_version=(1, 3))
+    with pytest.raises(BufferError, match=error):
+        dl.from_dlpack(a)
+
+
+def test_strides_that_are_not_whole_items_are_numpy_s_refusal():
+    a = np.lib.stride_tricks.as_strided(np.zeros(32, np.uint8).view(np.int32), (3,), (6,))
+    with pytest.raises(BufferError, match="multiple of itemsize"):
+        dl.from_dlpack(a)
+
+
+def test_subclasses_take_the_dlpack_route():
+    class Sub(np.ndarray):
+        pass
+
+    s = np.arange(3.0).view(Sub)
+    t = dl.from_dlpack(s)
+    assert t.data_ptr == s.ctypes.data and t.owner is not s
+
+
+def test_array_numpy_imported_from_a_capsule_reports_numpy_s_device():
+    t = dl.zeros((3,))
+    a = np.from_dlpack(t)   # its base chain ends in NumPy's own capsule
+    u = dl.from_dlpack(a)
+    assert u.device == "cpu" and u.data_ptr == t.data_ptr
+
+
+def test_native_route_is_set_up_only_once_numpy_is_imported():
+    import subprocess
+
+    code = ("import sys, dlinterop as dl\n"
+            "dl.from_dlpack(dl.zeros(3))\n"
+            "assert 'numpy' not in sys.modules and dl._core._numpy_route() is None\n"
+            "import numpy as np\n"
+            "t = dl.from_dlpack(np.arange(3.0))\n"
+            "print(dl._core._numpy_route(), t.owner is not None)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(NUMPY_ROUTE_BUILT), "True"]

@@ -1,0 +1,72 @@
+"""Instructions per call, counted by valgrind's callgrind: repeatable where timings on a
+noisy machine are not, so it backs the claims whose margins are smaller than the noise.
+
+Each statement runs N times in a fresh interpreter under callgrind, beside the same run of
+`pass`; the difference of the two totals divided by N is the statement's count.
+
+    python benchmarks/instructions.py                 # the NumPy import/export comparisons
+    python benchmarks/instructions.py -n 20000 "dl.from_dlpack(a)" "np.from_dlpack(a)"
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SETUP = """
+import numpy as np
+import dlinterop as dl
+a = np.arange(16, dtype=np.float32)
+t = dl.from_dlpack(np.arange(16, dtype=np.float32)).copy()
+"""
+
+# The pairs the NumPy targets compare (issue 14): ours first, then NumPy's.
+DEFAULT = ["dl.from_dlpack(a)", "np.from_dlpack(a)", "np.from_dlpack(t)",
+           "t.__dlpack__(max_version=(1, 3))", "a.__dlpack__(max_version=(1, 0))"]
+
+RUNNER = """
+import timeit
+{setup}
+statement = {statement!r}
+timer = timeit.Timer(statement, globals=globals())
+timer.timeit(100)   # warm every cache and lazy set-up before the counted calls
+timer.timeit({number})
+"""
+
+
+def total_instructions(statement, number, setup):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "callgrind.out")
+        code = RUNNER.format(setup=setup, statement=statement, number=number)
+        # A fixed hash seed, so that start-up and imports cost the same in every run.
+        env = dict(os.environ, PYTHONHASHSEED="0")
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                        sys.executable, "-c", code], check=True, capture_output=True, env=env)
+        with open(out) as f:
+            for line in f:
+                match = re.match(r"(?:summary|totals):\s+(\d+)", line)
+                if match:
+                    return int(match.group(1))
+    raise RuntimeError("callgrind wrote no total")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("statements", nargs="*", default=DEFAULT)
+    parser.add_argument("-n", "--number", type=int, default=100000)
+    parser.add_argument("--setup", default=SETUP)
+    args = parser.parse_args(argv)
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed", file=sys.stderr)
+        return 2
+    baseline = total_instructions("pass", args.number, args.setup)
+    for statement in args.statements:
+        count = (total_instructions(statement, args.number, args.setup) - baseline) / args.number
+        print(f"{count:10.0f}  {statement}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

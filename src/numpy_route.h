@@ -1,0 +1,20 @@
+/* The native NumPy import route (numpy_route.c); the core declares it in importer.pxi. */
+#ifndef DLI_NUMPY_ROUTE_H
+#define DLI_NUMPY_ROUTE_H
+
+#include <Python.h>
+#include <stdint.h>
+
+#include "dlpack/dlpack.h"
+
+/* 1 when built against NumPy's headers. */
+int dli_numpy_built(void);
+/* Imports NumPy's C API (NumPy must already be imported); 0, or -1 with an exception. */
+int dli_numpy_init(void);
+/* Fills `out` (shape and strides in `storage`, 2 * ndim entries) from an exact
+ * numpy.ndarray as NumPy's __dlpack__ would, and *readonly; 0 on success, 1 when the
+ * array must take the __dlpack__ route instead. Never sets an exception. */
+int dli_numpy_view(PyObject *obj, DLTensor *out, int64_t *storage, int max_ndim,
+                   int *readonly);
+
+#endif
