@@ -1,8 +1,9 @@
 """Instructions per call, counted by valgrind's callgrind: repeatable where timings on a
 noisy machine are not, so it backs the claims whose margins are smaller than the noise.
 
-Each statement runs N times in a fresh interpreter under callgrind, beside the same run of
-`pass`; the difference of the two totals divided by N is the statement's count.
+Each statement runs N and 3N times, each in a fresh interpreter under callgrind (fixed hash
+seed, no address-space randomisation); the difference of the two totals over 2N is its
+count per call.
 
     python benchmarks/instructions.py                 # the NumPy import/export comparisons
     python benchmarks/instructions.py -n 20000 "dl.from_dlpack(a)" "np.from_dlpack(a)"
@@ -42,7 +43,8 @@ def total_instructions(statement, number, setup):
         code = RUNNER.format(setup=setup, statement=statement, number=number)
         # A fixed hash seed, so that start-up and imports cost the same in every run.
         env = dict(os.environ, PYTHONHASHSEED="0")
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+        prefix = ["setarch", "-R"] if shutil.which("setarch") else []
+        subprocess.run([*prefix, "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                         sys.executable, "-c", code], check=True, capture_output=True, env=env)
         with open(out) as f:
             for line in f:
@@ -55,16 +57,18 @@ def total_instructions(statement, number, setup):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("statements", nargs="*", default=DEFAULT)
-    parser.add_argument("-n", "--number", type=int, default=100000)
+    parser.add_argument("-n", "--number", type=int, default=50000)
     parser.add_argument("--setup", default=SETUP)
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None:
         print("valgrind is not installed", file=sys.stderr)
         return 2
-    baseline = total_instructions("pass", args.number, args.setup)
     for statement in args.statements:
-        count = (total_instructions(statement, args.number, args.setup) - baseline) / args.number
-        print(f"{count:10.0f}  {statement}", flush=True)
+        # Two run lengths of the same statement: start-up, set-up and the warm-up calls
+        # cancel out, leaving the cost of the extra calls.
+        short = total_instructions(statement, args.number, args.setup)
+        long = total_instructions(statement, 3 * args.number, args.setup)
+        print(f"{(long - short) / (2 * args.number):10.0f}  {statement}", flush=True)
     return 0
 
 
