@@ -479,7 +479,8 @@ cdef bint _numpy_route_usable(object numpy) except -1:
         frozen = numpy.arange(6, dtype=numpy.int16)
         frozen.flags.writeable = False
         probes = [base, base[:, ::2, 1:], base.transpose(2, 0, 1), base[:, :1, ::3],
-                  base[:0, :, ::2], base[1, 2, 3:3], base[1, 2, 3, ...], numpy.zeros((), bool),
+                  base[:0, :, ::2], base[:1, 1:2, ::4], base[1, 2, 3:3], base[1, 2, 3, ...],
+                  numpy.zeros((), bool),
                   frozen, numpy.zeros(3, numpy.complex64)[::-1]]
         for probe in probes:
             native = _import_numpy_native(probe)
