@@ -3,6 +3,8 @@
 Importing dlinterop never imports NumPy, PyTorch, JAX or CuPy, and never fails for lack
 of CUDA: `dl.cuda` is loaded on first use.
 """
+TYPE_CHECKING = False   # not typing's: importing dlinterop stays free of typing
+
 try:
     from dlinterop import _core
 except ImportError:
@@ -17,6 +19,7 @@ except ImportError:
         _candidate = _os.path.realpath(_os.path.join(_entry or ".", "dlinterop"))
         if _candidate != _here and _os.path.isfile(_os.path.join(_candidate, "_build_config.py")):
             __path__.append(_candidate)
+            _borrowed_compiled_modules = True
             break
     from dlinterop import _core
 
@@ -66,6 +69,10 @@ from dlinterop._core import (
 )
 from dlinterop._info import build_info, get_include
 
+if TYPE_CHECKING:
+    # Type checkers see dl.cuda; at run time it is loaded on first use (__getattr__).
+    from dlinterop import cuda as cuda
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -79,7 +86,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> object:
     if name == "cuda":
         import importlib
 

@@ -1,6 +1,12 @@
 """Build facts and the include directory for downstream builds."""
+from __future__ import annotations
+
 import importlib.util
 import os
+
+TYPE_CHECKING = False   # not typing's: importing dlinterop stays free of typing
+if TYPE_CHECKING:
+    from typing import Any
 
 from dlinterop import _build_config
 from dlinterop._core import __dlpack_version__
@@ -17,14 +23,14 @@ PEERS = {
 }
 
 
-def get_include():
+def get_include() -> str:
     """The directory holding dlpack/dlpack.h, for a downstream extension's -I."""
     # _build_config is written by the build, so it sits in the installed package even when
     # an editable install serves the Python sources from a checkout.
     return os.path.join(os.path.dirname(os.path.abspath(_build_config.__file__)), "include")
 
 
-def _installed_version(module, distribution):
+def _installed_version(module: str, distribution: str) -> str | None:
     import importlib.metadata   # 10+ ms to import: only when asked
 
     if importlib.util.find_spec(module) is None:
@@ -38,7 +44,7 @@ def _installed_version(module, distribution):
         return "unknown"
 
 
-def build_info():
+def build_info() -> dict[str, Any]:
     """Versions, what was built, whether a GPU is usable, and which peers are installed.
     Finding the peers does not import them."""
     from dlinterop import __version__, cuda
@@ -50,6 +56,8 @@ def build_info():
         "cuda_toolkit": _build_config.cuda_toolkit_version,
         "cuda_allocator_built": _build_config.cuda_built,
         "numpy_route_built": _build_config.numpy_route_built,
+        "build_options": {"DLINTEROP_CUDA": _build_config.cuda_option,
+                          "DLINTEROP_NUMPY": _build_config.numpy_option},
         "gpu_usable": cuda.is_available(),
         "frameworks": {
             name: version

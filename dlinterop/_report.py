@@ -1,6 +1,7 @@
 """The main job, `python -m dlinterop`: print what was built, then exchange a tensor with
 each installed framework in both directions, prove zero-copy by pointer equality, and time
 each exchange."""
+import importlib
 import importlib.util
 import time
 
@@ -27,8 +28,11 @@ def _ns_per_call(fn, budget_s=0.05):
     return sorted(runs)[2]
 
 
+# The peers are optional: imported by name, so that type checkers of an installation
+# without them (mypy.stubtest over dlinterop) do not look for them.
+
 def _numpy_cases():
-    import numpy as np
+    np = importlib.import_module("numpy")
 
     t = dl.full((64, 64), 1.5, "float32")
     a = np.full((64, 64), 2.5, np.float32)
@@ -41,7 +45,7 @@ def _numpy_cases():
 
 
 def _torch_cases():
-    import torch
+    torch = importlib.import_module("torch")
 
     t = dl.full((64, 64), 1.5, "float32")
     x = torch.full((64, 64), 2.5)
@@ -54,9 +58,8 @@ def _torch_cases():
 
 
 def _jax_cases():
-    import jax.numpy as jnp
-
-    import jax
+    jax = importlib.import_module("jax")
+    jnp = importlib.import_module("jax.numpy")
 
     t = dl.full((64, 64), 1.5, "float32")
     x = jnp.full((64, 64), 2.5, dtype=jnp.float32)

@@ -4,14 +4,29 @@ Importing it never fails for lack of CUDA. Without the CUDA allocator (dlinterop
 built when CMake finds nvcc), a driver or a GPU, device_count() is 0 and everything that
 needs a device raises CUDAError.
 """
+from __future__ import annotations
+
 import importlib
 import threading
+from types import ModuleType
+
+TYPE_CHECKING = False   # not typing's: importing dlinterop stays free of typing
+if TYPE_CHECKING:
+    from typing import Literal, SupportsInt, Union
+
+    from typing_extensions import Self, TypeAlias
+
+    from dlinterop._core import _DeviceLike
+
+    _AnyDevice: TypeAlias = Union[int, _DeviceLike, None]
 
 
 class CUDAError(RuntimeError):
     """A CUDA runtime failure: `code` is the cudaError_t value, the message the runtime's."""
 
-    def __init__(self, code, message):
+    code: int
+
+    def __init__(self, code: int, message: str) -> None:
         super().__init__(f"CUDA error {code}: {message}")
         self.code = code
 
@@ -20,11 +35,11 @@ class CUDAOutOfMemoryError(CUDAError, MemoryError):
     """The CUDA allocator is out of memory."""
 
 
-_module = None
+_module: ModuleType | None = None
 _loaded = False
 
 
-def _load():
+def _load() -> ModuleType | None:
     global _module, _loaded
     if not _loaded:
         try:
@@ -35,7 +50,7 @@ def _load():
     return _module
 
 
-def _require():
+def _require() -> ModuleType:
     module = _load()
     if module is None:
         raise CUDAError(-1, "dlinterop was built without its CUDA allocator "
@@ -43,17 +58,17 @@ def _require():
     return module
 
 
-def device_count():
+def device_count() -> int:
     """The number of usable CUDA devices; 0 without the allocator, a driver or a GPU."""
     module = _load()
-    return 0 if module is None else module.device_count()
+    return 0 if module is None else int(module.device_count())
 
 
-def is_available():
+def is_available() -> bool:
     return device_count() > 0
 
 
-def _device_index(device):
+def _device_index(device: _AnyDevice) -> int:
     if device is None:
         return 0
     if isinstance(device, int):
@@ -63,10 +78,10 @@ def _device_index(device):
     d = device if isinstance(device, Device) else Device(device)
     if d.type not in ("cuda", "cuda_managed", "cuda_host"):
         raise ValueError(f"{d} is not a CUDA device")
-    return d.index
+    return int(d.index)
 
 
-def synchronize(device=None):
+def synchronize(device: _AnyDevice = None) -> None:
     """Waits for all work on `device` (default: cuda:0)."""
     _require().synchronize(_device_index(device))
 
@@ -79,46 +94,48 @@ class Stream:
     on this thread: dlinterop issues its own copies and fills there, and exports and imports
     order themselves after it."""
 
-    def __init__(self, device=None, *, ptr=None):
+    device: int
+
+    def __init__(self, device: _AnyDevice = None, *, ptr: SupportsInt | None = None) -> None:
         self.device = _device_index(device)
         module = _require()
         if ptr is None:
-            self._ptr = module.stream_create(self.device)
+            self._ptr: int = module.stream_create(self.device)
             self._owned = True
         else:
             self._ptr = int(ptr)
             self._owned = False
         self._module = module
-        self._previous = []
+        self._previous: list[int] = []
 
     @property
-    def ptr(self):
+    def ptr(self) -> int:
         """The cudaStream_t as an int (0 is the legacy default stream)."""
         return self._ptr
 
-    def synchronize(self):
+    def synchronize(self) -> None:
         self._module.stream_synchronize(self._ptr)
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         self._previous.append(self._module.enter_stream(self.device, self._ptr))
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         self._module.exit_stream(self.device, self._previous.pop())
         return False
 
-    def __del__(self):
+    def __del__(self) -> None:
         if getattr(self, "_owned", False) and self._ptr:
             try:
                 self._module.stream_destroy(self.device, self._ptr)
             except Exception:
                 pass
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Stream(device={self.device}, ptr=0x{self._ptr:x})"
 
 
-def current_stream(device=None):
+def current_stream(device: _AnyDevice = None) -> Stream:
     """The stream dlinterop issues work on for `device` on this thread."""
     index = _device_index(device)
     return Stream(index, ptr=_require().current_stream_ptr(index))

@@ -1,6 +1,7 @@
 """The CUDA layer on a machine without a GPU: it is built, imports, reports no device, and
 fails cleanly. The GPU tests themselves live in tests/gpu/ and run through tests/gpu/run.sh."""
 import glob
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -23,11 +24,37 @@ def cuda_module_path():
     return dlinterop._cuda.__file__
 
 
-def test_cuda_module_is_built_where_nvcc_is_on_path():
-    if shutil.which("nvcc") is None:
-        pytest.skip("no nvcc on PATH")
+def test_cuda_module_is_built_as_the_build_asked():
+    info = dl.build_info()
+    option = info["build_options"]["DLINTEROP_CUDA"]
+    assert option in ("AUTO", "ON", "OFF")
+    if option == "OFF":
+        # An explicit OFF wins over an nvcc on PATH.
+        assert not built and info["cuda_toolkit"] is None
+        assert importlib.util.find_spec("dlinterop._cuda") is None
+        assert dl.cuda.device_count() == 0
+        with pytest.raises(dl.cuda.CUDAError, match="built without its CUDA allocator"):
+            dl.cuda.synchronize()
+        return
+    if option == "AUTO" and shutil.which("nvcc") is None:
+        pytest.skip("DLINTEROP_CUDA=AUTO and no nvcc on PATH: either outcome is right")
+    # ON, or AUTO with nvcc on PATH (CI builds where it runs the tests).
     assert built
-    assert dl.build_info()["cuda_toolkit"]
+    assert info["cuda_toolkit"]
+    assert importlib.util.find_spec("dlinterop._cuda") is not None
+
+
+def test_compiled_modules_export_only_their_init_function():
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("nm (binutils) not installed")
+    names = ["_core", "_capi"] + (["_cuda"] if built else [])
+    for name in names:
+        path = importlib.util.find_spec(f"dlinterop.{name}").origin
+        out = subprocess.run([nm, "-D", "--defined-only", path], capture_output=True,
+                             text=True, check=True).stdout
+        exported = sorted(line.split()[-1] for line in out.splitlines() if line.strip())
+        assert exported == [f"PyInit_{name}"], (name, exported)
 
 
 @needs_cuda_module
