@@ -68,6 +68,7 @@ from dlinterop._core import (
     zeros,
 )
 from dlinterop._info import build_info, get_include
+from dlinterop.frameworks import check_tensor, empty_like, to_framework, zeros_like
 
 if TYPE_CHECKING:
     # Type checkers see dl.cuda; at run time it is loaded on first use (__getattr__).
@@ -77,12 +78,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CopyError", "DType", "Device", "DeviceType", "Tensor", "asarray", "bfloat16", "bool_",
-    "build_info", "complex32", "complex64", "complex128", "cuda", "dtype", "empty",
+    "build_info", "check_tensor", "complex32", "complex64", "complex128", "cuda", "dtype", "empty", "empty_like",
     "float4_e2m1fn", "float4_e2m1fn_x2", "float6_e2m3fn", "float6_e3m2fn", "float8_e3m4",
     "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
     "float8_e5m2fnuz", "float8_e8m0fnu", "float16", "float32", "float64", "from_dlpack", "full",
-    "get_include", "int8", "int16", "int32", "int64", "memory_stats", "to_dlpack", "uint8",
-    "uint16", "uint32", "uint64", "zeros",
+    "get_include", "int8", "int16", "int32", "int64", "memory_stats", "to_dlpack", "to_framework", "uint8",
+    "uint16", "uint32", "uint64", "zeros", "zeros_like",
 ]
 
 

@@ -5,7 +5,8 @@
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
 from dlinterop.dlpack cimport (
-    DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLTensor,
+    DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackExchangeAPI,
+    DLTensor,
 )
 
 
@@ -52,3 +53,12 @@ cdef Tensor empty_tensor(int ndim, const int64_t* shape, DLDataType dtype, DLDev
 cdef Tensor tensor_from_managed(DLManagedTensorVersioned* m, bint readonly)
 cdef Tensor tensor_from_object(object obj)
 cdef object to_capsule(Tensor t, bint versioned)
+
+# Used by dlinterop.frameworks (the way out: outputs in the caller's framework); not part of
+# the stable downstream API, which dlinterop/tensor.pxd and dlinterop/frameworks.pxd name.
+cdef DLManagedTensorVersioned* to_managed(Tensor t) except NULL
+cdef const DLPackExchangeAPI* exchange_api_of(type cls) except? NULL
+cdef int order_for_consumer(Tensor t, const DLPackExchangeAPI* api) except -1
+cdef int zero_fill(Tensor t) except -1
+cdef DLDevice device_from_object(object device) except *
+cdef int borrow_dltensor(object obj, DLTensor* out) except -1

@@ -17,7 +17,7 @@ from libc.stdint cimport (
     INT64_MAX, INT64_MIN, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t,
 )
 from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy, strcmp
+from libc.string cimport memcpy, memset, strcmp
 
 from dlinterop.dlpack cimport *
 from dlinterop._cuda_table cimport dli_cuda_table

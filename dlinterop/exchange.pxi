@@ -412,3 +412,84 @@ cdef Tensor _import_through_exchange_api(_Producer producer, object obj):
     cdef Tensor t = tensor_from_managed(m, False)
     t.owner_ref = obj
     return t
+
+
+# ---- the C-level surface other dlinterop modules use (declared in _core.pxd) -------------
+
+cdef DLManagedTensorVersioned* to_managed(Tensor t) except NULL:
+    """An owning versioned managed tensor of `t` (no capsule), its READ_ONLY flag as t's:
+    what dlinterop's own exchange table hands out."""
+    return _make_versioned_managed(t, DLPACK_MINOR_VERSION,
+                                   t.flags & DLPACK_FLAG_BITMASK_READ_ONLY)
+
+
+cdef const DLPackExchangeAPI* exchange_api_of(type cls) except? NULL:
+    """The DLPack C exchange table `cls` publishes (checked as the importer checks it,
+    cached per type with the importer's producer cache), or NULL."""
+    return _producer_of(cls).api
+
+
+cdef int order_for_consumer(Tensor t, const DLPackExchangeAPI* api) except -1:
+    """Before a consumer that publishes `api` takes t's device memory without a stream
+    argument (managed_tensor_to_py_object_no_sync): its current work stream waits for the
+    work dlinterop issued. Nothing to do for host memory, or when dlinterop issued none."""
+    cdef void* consumer = NULL
+    if not _is_cuda_memory(t.dl.device.device_type) or _cuda is None:
+        return 0
+    if api.current_work_stream == NULL:
+        _cuda.synchronize(t.dl.device.device_id)
+        return 0
+    if api.current_work_stream(t.dl.device.device_type, t.dl.device.device_id, &consumer) != 0:
+        return raise_pending_error()
+    _cuda.stream_wait(t.dl.device.device_id, 0, <uintptr_t>consumer if consumer != NULL else 1)
+    return 0
+
+
+cdef int zero_fill(Tensor t) except -1:
+    """Fills a C-contiguous tensor's memory with zero bytes, on its device."""
+    cdef int64_t nbytes = _storage_bytes(_element_count(&t.dl), t.dl.dtype)
+    if t.flags & DLPACK_FLAG_BITMASK_READ_ONLY:
+        raise BufferError("cannot fill a read-only tensor")
+    if nbytes == 0:
+        return 0
+    if t.dl.device.device_type == kDLCPU:
+        memset(<char*>t.dl.data + t.dl.byte_offset, 0, <size_t>nbytes)
+    else:
+        _device_fill(t, b"\0", nbytes)
+    return 0
+
+
+cdef DLDevice device_from_object(object device) except *:
+    """A DLDevice from anything dl.Device accepts ("cpu", "cuda:1", (2, 0), a Device)."""
+    return _parse_device(device)
+
+
+cdef int borrow_dltensor(object obj, DLTensor* out) except -1:
+    """Fills `out` with a non-owning view of obj's tensor through its type's exchange table
+    (dltensor_from_py_object_no_sync: PyTorch), valid while obj lives unchanged. 1 when
+    done; 0 when the table cannot serve it (none published, a refusal, device memory whose
+    stream order cannot be kept), and the caller then imports obj as usual, which raises
+    the producer's own error where there is one."""
+    cdef _Producer producer = _producer_of(type(obj))
+    cdef const DLPackExchangeAPI* api = producer.api
+    cdef void* stream = NULL
+    if api == NULL or api.dltensor_from_py_object_no_sync == NULL:
+        return 0
+    _refuse_torch_view_bits(producer, obj)
+    if api.dltensor_from_py_object_no_sync(<void*>obj, out) != 0:
+        if not (PyErr_Occurred() == NULL or PyErr_ExceptionMatches(<PyObject*>Exception)):
+            return raise_pending_error()
+        PyErr_Clear()
+        return 0
+    if _check_dltensor(out) != DLTENSOR_OK:
+        return 0    # the ordinary import says what is wrong with it
+    if out.device.device_type != kDLCPU:
+        module = _load_cuda()
+        if module is None or not _is_cuda_memory(out.device.device_type):
+            return 0
+        if api.current_work_stream == NULL or api.current_work_stream(
+                out.device.device_type, out.device.device_id, &stream) != 0:
+            PyErr_Clear()
+            return 0
+        module.stream_wait(out.device.device_id, <uintptr_t>stream if stream != NULL else 1, 0)
+    return 1

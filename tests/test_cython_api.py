@@ -208,7 +208,7 @@ def consumer(consumer_path):
 
 def test_public_pxd_files_ship_with_the_package():
     root = os.path.join(pxd_root(), "dlinterop")
-    assert {"dlpack.pxd", "tensor.pxd", "_core.pxd"} <= set(os.listdir(root))
+    assert {"dlpack.pxd", "tensor.pxd", "_core.pxd", "frameworks.pxd"} <= set(os.listdir(root))
     assert os.path.isfile(os.path.join(dl.get_include(), "dlpack", "dlpack.h"))
 
 

@@ -143,4 +143,4 @@ def test_package_ships_typing_marker_and_pxd_files():
     names = set(os.listdir(package))
     if "_core.pxd" not in names:  # an editable install serves sources from the checkout
         names |= set(os.listdir(os.path.join(REPO, "dlinterop")))
-    assert {"py.typed", "_core.pyi", "dlpack.pxd", "tensor.pxd", "_core.pxd"} <= names
+    assert {"py.typed", "_core.pyi", "dlpack.pxd", "tensor.pxd", "_core.pxd", "frameworks.pxd"} <= names

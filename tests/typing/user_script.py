@@ -35,3 +35,11 @@ if dl.cuda.is_available():
         assert_type(stream, dl.cuda.Stream)
         assert_type(stream.ptr, int)
     assert_type(dl.cuda.current_stream(), dl.cuda.Stream)
+
+# The way out: outputs typed as the caller's framework.
+out = dl.empty_like(t, shape=(3,), dtype="int32")
+assert_type(out, dl.Tensor)
+assert_type(dl.zeros_like(t), dl.Tensor)
+assert_type(dl.to_framework(out, like=t), dl.Tensor)
+assert_type(dl.to_framework(out, like=dl.Tensor), dl.Tensor)
+assert_type(dl.check_tensor(out, "out", dtype="int32", ndim=1, writable=True), dl.Tensor)

@@ -109,3 +109,52 @@ def test_sum_float32_of_dlinterop_tensor_and_capsule():
 def test_sum_float32_rejects_other_dtypes():
     with pytest.raises(TypeError, match="float32"):
         ds.sum_float32(np.arange(3.0))
+
+
+# -- the way out: kernels that return the caller's type ----------------------------------
+
+def test_kernel_returns_a_numpy_array_for_a_numpy_array():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = ds.scaled(a, 2.0)
+    assert type(out) is np.ndarray
+    np.testing.assert_array_equal(out, a * 2)
+    z = ds.zeros_as(a, (3,))
+    assert type(z) is np.ndarray and z.shape == (3,) and not z.any()
+
+
+def test_kernel_returns_a_torch_tensor_for_a_torch_tensor():
+    torch = pytest.importorskip("torch")
+    x = torch.arange(6.0).reshape(2, 3)
+    out = ds.scaled(x, 2.0)
+    assert type(out) is torch.Tensor and torch.equal(out, x * 2)
+    # to_framework shares memory: the output dl.Tensor's pointer is the torch tensor's.
+    t = dl.empty_like(x)
+    y = dl.to_framework(t, like=x)
+    assert y.data_ptr() == t.data_ptr
+    assert ds.fill_(x, 3.0) is x and bool((x == 3.0).all())
+
+
+def test_identity_kernel_shares_nothing_with_its_input():
+    a = np.ones(4, np.float32)
+    out = ds.identity(a)
+    assert type(out) is np.ndarray and out.shape == a.shape
+    assert out.ctypes.data != a.ctypes.data
+
+
+def test_read_only_input_is_never_written():
+    ro = np.ones(5, np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(BufferError, match="x: expected writable memory"):
+        ds.fill_(ro, 7.0)
+    np.testing.assert_array_equal(ro, np.ones(5, np.float32))
+    out = ds.scaled(ro, 4.0)
+    assert out.flags.writeable
+    np.testing.assert_array_equal(out, np.full(5, 4.0, np.float32))
+    np.testing.assert_array_equal(ro, np.ones(5, np.float32))
+
+
+def test_kernel_argument_errors_name_the_argument():
+    with pytest.raises(TypeError, match="x: expected dtype float32, got int64"):
+        ds.scaled(np.arange(3), 1.0)
+    with pytest.raises(ValueError, match="x: expected a C-contiguous tensor"):
+        ds.scaled(np.ones((4, 4), np.float32).T[1:], 1.0)

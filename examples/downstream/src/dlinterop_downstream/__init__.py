@@ -3,9 +3,14 @@ from dlinterop_downstream._kernels import (
     arange,
     arange_capsule,
     describe,
+    fill_,
+    identity,
     live_blocks,
     ones,
+    scaled,
     sum_float32,
+    zeros_as,
 )
 
-__all__ = ["arange", "arange_capsule", "describe", "live_blocks", "ones", "sum_float32"]
+__all__ = ["arange", "arange_capsule", "describe", "fill_", "identity", "live_blocks", "ones",
+           "scaled", "sum_float32", "zeros_as"]

@@ -1,8 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Kernels of the example downstream package, written against dlinterop's Cython API.
 
-Everything dlinterop offers Cython code comes from two .pxd files: dlinterop.dlpack (the
-DLPack structs) and dlinterop.tensor (the Tensor class and its C-level entry points)."""
+Everything dlinterop offers Cython code comes from three .pxd files: dlinterop.dlpack (the
+DLPack structs), dlinterop.tensor (the Tensor class and its C-level entry points) and
+dlinterop.frameworks (the way out: outputs in the caller's framework, borrowed views,
+argument checks)."""
 
 from libc.stdint cimport int64_t, uintptr_t
 from libc.stdlib cimport free, malloc
@@ -12,6 +14,9 @@ from dlinterop.dlpack cimport (
 )
 from dlinterop.tensor cimport (
     Tensor, empty_tensor, tensor_from_managed, tensor_from_object, to_capsule,
+)
+from dlinterop.frameworks cimport (
+    ArgSpec, arg_spec, borrow, check_arg, empty_like_c, to_framework_c, zeros_like_c,
 )
 
 
@@ -185,3 +190,91 @@ def sum_float32(obj):
         total = _sum_strided(<const float*>(<char*>dl.data + dl.byte_offset), dl.ndim,
                              dl.shape, dl.strides)
     return total
+
+
+# -- the way out: kernels that return the caller's type ----------------------------------
+
+cdef ArgSpec _float32_cpu(bint writable) noexcept nogil:
+    cdef ArgSpec spec = arg_spec()
+    spec.dtype_code = kDLFloat
+    spec.dtype_bits = 32
+    spec.device_type = kDLCPU
+    spec.c_contiguous = True
+    spec.writable = writable
+    return spec
+
+
+cdef int64_t _count(const DLTensor* dl) noexcept nogil:
+    cdef int64_t n = 1
+    cdef int i
+    for i in range(dl.ndim):
+        n *= dl.shape[i]
+    return n
+
+
+def scaled(x, float factor):
+    """factor * x for a C-contiguous float32 CPU tensor of any framework, returned as x's
+    type (a torch.Tensor for a torch.Tensor, a NumPy array for a NumPy array, ...). The
+    output's memory comes from x's framework where it publishes an allocator (PyTorch)."""
+    cdef DLTensor src
+    cdef bint readonly
+    cdef ArgSpec spec = _float32_cpu(False)
+    keeper = borrow(x, &src, &readonly)     # hold it while src is used
+    check_arg(&src, readonly, "x", &spec)
+    cdef Tensor out = empty_like_c(x, src.ndim, src.shape, src.dtype, src.device)
+    cdef const float* a = <const float*>(<const char*>src.data + src.byte_offset)
+    cdef float* b = <float*>out.dltensor().data
+    cdef int64_t n = _count(&src)
+    cdef int64_t i
+    with nogil:
+        for i in range(n):
+            b[i] = a[i] * factor
+    return to_framework_c(out, x)
+
+
+def zeros_as(x, shape):
+    """A float32 array of zeros of x's framework, shaped `shape`."""
+    cdef DLTensor src
+    cdef bint readonly
+    cdef int64_t dims[64]
+    keeper = borrow(x, &src, &readonly)
+    shape = tuple(shape)
+    if len(shape) > 64:
+        raise ValueError("at most 64 dimensions")
+    for i, extent in enumerate(shape):
+        dims[i] = extent
+    cdef DLDataType float32
+    float32.code = kDLFloat
+    float32.bits = 32
+    float32.lanes = 1
+    return to_framework_c(zeros_like_c(x, len(shape), dims, float32, src.device), x)
+
+
+def fill_(x, float value):
+    """Writes `value` into every element of x in place (x: writable, C-contiguous float32
+    on the CPU); raises BufferError naming x for read-only memory, writing nothing."""
+    cdef DLTensor dst
+    cdef bint readonly
+    cdef ArgSpec spec = _float32_cpu(True)
+    keeper = borrow(x, &dst, &readonly)
+    check_arg(&dst, readonly, "x", &spec)
+    cdef float* b = <float*>(<char*>dst.data + dst.byte_offset)
+    cdef int64_t n = _count(&dst)
+    cdef int64_t i
+    with nogil:
+        for i in range(n):
+            b[i] = value
+    return x
+
+
+def identity(x):
+    """The cheapest kernel: x in (a borrowed view, checked as scaled's is), a new
+    uninitialised output of x's shape and type out. What the benchmarks time against the
+    same kernel written with nanobind's nb::ndarray."""
+    cdef DLTensor src
+    cdef bint readonly
+    cdef ArgSpec spec = _float32_cpu(False)
+    keeper = borrow(x, &src, &readonly)
+    check_arg(&src, readonly, "x", &spec)
+    cdef Tensor out = empty_like_c(x, src.ndim, src.shape, src.dtype, src.device)
+    return to_framework_c(out, x)

@@ -1,0 +1,473 @@
+# cython: language_level=3
+"""The kernel author's way out: outputs allocated by the caller's framework and handed back
+as that framework's own type, borrowed views of inputs, and argument checks.
+
+    out = dl.empty_like(x)               # PyTorch input: torch's allocator made the memory
+    ... fill out ...
+    return dl.to_framework(out, like=x)  # a torch.Tensor (a NumPy array for NumPy input)
+
+Where the caller's type publishes the DLPack C exchange API (PyTorch), allocation and the
+hand-back go through its table (managed_tensor_allocator, managed_tensor_to_py_object_no_sync)
+with no Python call; otherwise dlinterop's allocator and that framework's `from_dlpack`,
+looked up once per type. The C-level versions are declared in dlinterop/frameworks.pxd."""
+cimport cython
+from cpython.ref cimport PyObject, Py_DECREF
+from libc.stdint cimport INT64_MAX, int64_t, uint8_t
+from libc.string cimport strncpy
+
+from dlinterop.dlpack cimport *
+from dlinterop._core cimport (
+    DType, Device, Tensor, borrow_dltensor, device_from_dl, device_from_object, dtype_from_dl,
+    empty_tensor, exchange_api_of, order_for_consumer, tensor_from_managed, tensor_from_object,
+    to_managed, zero_fill,
+)
+
+import importlib
+import operator
+import sys
+import types
+
+from dlinterop import _core
+
+cdef extern from "Python.h":
+    PyObject* PyErr_Occurred()
+
+cdef enum:
+    MAX_NDIM = 64
+
+
+# ---- argument checks --------------------------------------------------------------------
+
+cdef ArgSpec arg_spec() noexcept nogil:
+    cdef ArgSpec spec
+    spec.ndim = -1
+    spec.dtype_code = -1
+    spec.dtype_bits = 0
+    spec.device_type = -1
+    spec.c_contiguous = False
+    spec.writable = False
+    return spec
+
+
+cdef bint _is_c_contiguous(const DLTensor* dl) noexcept nogil:
+    cdef int64_t expected = 1
+    cdef int i
+    if dl.strides == NULL:
+        return True
+    for i in range(dl.ndim):
+        if dl.shape[i] == 0:
+            return True
+    for i in range(dl.ndim - 1, -1, -1):
+        if dl.shape[i] != 1 and dl.strides[i] != expected:
+            return False
+        expected *= dl.shape[i]
+    return True
+
+
+cdef str _shape_text(const DLTensor* dl):
+    return str(tuple([dl.shape[i] for i in range(dl.ndim)]))
+
+
+cdef str _device_text(int device_type):
+    cdef DLDevice dev
+    dev.device_type = <DLDeviceType>device_type
+    dev.device_id = 0
+    try:
+        return device_from_dl(dev).type
+    except Exception:
+        return f"device type {device_type}"
+
+
+cdef int check_arg(const DLTensor* dl, bint readonly, const char* name,
+                   const ArgSpec* spec) except -1:
+    cdef DLDataType want
+    arg = (<bytes>name).decode(errors="replace")
+    if spec.dtype_code >= 0 and (dl.dtype.code != spec.dtype_code
+                                 or dl.dtype.bits != spec.dtype_bits or dl.dtype.lanes != 1):
+        want.code = <uint8_t>spec.dtype_code
+        want.bits = <uint8_t>spec.dtype_bits
+        want.lanes = 1
+        try:
+            wanted = dtype_from_dl(want).name
+        except Exception:
+            wanted = f"({spec.dtype_code}, {spec.dtype_bits}, 1)"
+        try:
+            got = dtype_from_dl(dl.dtype).name
+        except Exception:
+            got = f"({dl.dtype.code}, {dl.dtype.bits}, {dl.dtype.lanes})"
+        raise TypeError(f"{arg}: expected dtype {wanted}, got {got}")
+    if spec.ndim >= 0 and dl.ndim != spec.ndim:
+        raise ValueError(f"{arg}: expected {spec.ndim} dimension"
+                         f"{'' if spec.ndim == 1 else 's'}, got {dl.ndim} (shape "
+                         f"{_shape_text(dl)})")
+    if spec.device_type >= 0 and <int>dl.device.device_type != spec.device_type:
+        raise ValueError(f"{arg}: expected a tensor on {_device_text(spec.device_type)}, "
+                         f"got one on {device_from_dl(dl.device)}")
+    if spec.c_contiguous and not _is_c_contiguous(dl):
+        raise ValueError(f"{arg}: expected a C-contiguous tensor, got strides "
+                         f"{tuple([dl.strides[i] for i in range(dl.ndim)])} (in elements) "
+                         f"for shape {_shape_text(dl)}")
+    if spec.writable and readonly:
+        raise BufferError(f"{arg}: expected writable memory, got a read-only tensor")
+    return 0
+
+
+def check_tensor(x, name="argument", *, dtype=None, ndim=None, device=None,
+                 c_contiguous=False, writable=False):
+    """Imports `x` as dl.from_dlpack does and checks it, raising TypeError (dtype),
+    ValueError (ndim, device, C-contiguity) or BufferError (writability) that name the
+    argument; returns the Tensor. `device` is a device type ("cpu", "cuda") or a device
+    ("cuda:1", dl.Device), which then must match exactly."""
+    cdef ArgSpec spec = arg_spec()
+    cdef DType dt
+    cdef Device parsed
+    cdef Device exact_device = None
+    cdef Tensor t = x if type(x) is Tensor else tensor_from_object(x)
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    if dtype is not None:
+        dt = _core.dtype(dtype)
+        spec.dtype_code = dt.dl.code
+        spec.dtype_bits = dt.dl.bits
+        if dt.dl.lanes != 1:
+            raise ValueError(f"check_tensor takes single-lane dtypes, got {dt.name}")
+    if ndim is not None:
+        spec.ndim = operator.index(ndim)
+        if spec.ndim < 0:
+            raise ValueError(f"ndim must be non-negative, got {ndim}")
+    if device is not None:
+        parsed = device if isinstance(device, Device) else _core.Device(device)
+        spec.device_type = <int>parsed.dl.device_type
+        if not (isinstance(device, str) and ":" not in device):
+            exact_device = parsed
+    spec.c_contiguous = bool(c_contiguous)
+    spec.writable = bool(writable)
+    check_arg(&t.dl, (t.flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0, name.encode(), &spec)
+    if exact_device is not None and t.dl.device.device_id != exact_device.dl.device_id:
+        raise ValueError(f"{name}: expected a tensor on {exact_device}, got one on "
+                         f"{device_from_dl(t.dl.device)}")
+    return t
+
+
+# ---- borrowed views -----------------------------------------------------------------------
+
+cdef object borrow(object obj, DLTensor* out, bint* readonly):
+    cdef Tensor t
+    if type(obj) is Tensor:
+        t = <Tensor>obj
+        out[0] = t.dl
+        readonly[0] = (t.flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0
+        return obj
+    if borrow_dltensor(obj, out):
+        readonly[0] = False     # producers with this table (PyTorch) have no read-only memory
+        return obj
+    t = tensor_from_object(obj)
+    out[0] = t.dl
+    readonly[0] = (t.flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0
+    return t
+
+
+def _borrow_routes(obj):
+    """Testing aid: ("table" or "import", the shape, whether read-only) of borrow(obj)."""
+    cdef DLTensor view
+    cdef bint readonly = False
+    keeper = borrow(obj, &view, &readonly)
+    if type(obj) is Tensor:
+        route = "tensor"
+    else:
+        route = "table" if keeper is obj else "import"
+    return route, tuple([view.shape[i] for i in range(view.ndim)]), bool(readonly)
+
+
+# ---- allocation by the caller's framework ---------------------------------------------------
+
+ctypedef struct _AllocError:
+    char kind[64]
+    char message[512]
+    bint set
+
+
+cdef void _set_alloc_error(void* ctx, const char* kind, const char* message) noexcept nogil:
+    cdef _AllocError* error = <_AllocError*>ctx
+    if kind == NULL:
+        kind = "RuntimeError"
+    if message == NULL:
+        message = ""
+    strncpy(error.kind, kind, 63)
+    error.kind[63] = 0
+    strncpy(error.message, message, 511)
+    error.message[511] = 0
+    error.set = True
+
+
+cdef dict _ERROR_KINDS = {
+    "MemoryError": MemoryError, "ValueError": ValueError, "TypeError": TypeError,
+    "RuntimeError": RuntimeError, "BufferError": BufferError,
+    "NotImplementedError": NotImplementedError, "OverflowError": OverflowError,
+}
+
+
+cdef int _check_request(int ndim, const int64_t* shape, DLDataType dtype,
+                        DLDevice device) except -1:
+    """What any allocator is asked for is checked here first, the same for every one."""
+    cdef int64_t count = 1
+    cdef int i
+    if ndim < 0 or ndim > MAX_NDIM:
+        raise ValueError(f"ndim must be between 0 and {MAX_NDIM}, got {ndim}")
+    if ndim > 0 and shape == NULL:
+        raise ValueError("NULL shape for ndim > 0")
+    for i in range(ndim):
+        if shape[i] < 0:
+            raise ValueError(f"negative dimension {shape[i]} in shape")
+        if __builtin_mul_overflow(count, shape[i], &count):
+            raise ValueError("shape is too large: its element count overflows int64")
+    if dtype.bits == 0 or dtype.lanes == 0:
+        raise ValueError(f"unsupported data type ({dtype.code}, {dtype.bits}, {dtype.lanes})")
+    if count > (INT64_MAX - 7) // (dtype.bits * dtype.lanes):
+        raise ValueError("shape is too large: its size in bytes overflows int64")
+    if device.device_type == kDLCPU and device.device_id != 0:
+        raise ValueError(f"there is no device cpu:{device.device_id}; use 'cpu'")
+    return 0
+
+
+cdef extern from *:
+    bint __builtin_mul_overflow(int64_t a, int64_t b, int64_t* out) nogil
+
+
+cdef Tensor empty_like_c(object like, int ndim, const int64_t* shape, DLDataType dtype,
+                         DLDevice device):
+    cdef const DLPackExchangeAPI* api = NULL
+    cdef DLTensor prototype
+    cdef DLManagedTensorVersioned* m = NULL
+    cdef _AllocError error
+    cdef type cls = type(like)
+    _check_request(ndim, shape, dtype, device)
+    if cls is not Tensor:
+        api = exchange_api_of(cls)
+    if api == NULL or api.managed_tensor_allocator == NULL:
+        return empty_tensor(ndim, shape, dtype, device)
+    prototype.data = NULL
+    prototype.device = device
+    prototype.ndim = ndim
+    prototype.dtype = dtype
+    prototype.shape = <int64_t*>shape
+    prototype.strides = NULL
+    prototype.byte_offset = 0
+    error.set = False
+    if api.managed_tensor_allocator(&prototype, &m, &error, _set_alloc_error) != 0 or m == NULL:
+        if PyErr_Occurred() != NULL:
+            raise_from_pending()
+        if error.set:
+            kind = (<bytes>error.kind).decode(errors="replace")
+            message = (<bytes>error.message).decode(errors="replace")
+            raise _ERROR_KINDS.get(kind, RuntimeError)(
+                message if kind in _ERROR_KINDS else f"{kind}: {message}")
+        raise RuntimeError(f"{cls.__name__}'s DLPack allocator failed without saying why")
+    return tensor_from_managed(m, False)
+
+
+cdef int raise_from_pending() except -1:
+    # The exception is already set: returning -1 from an `except -1` function raises it.
+    return -1
+
+
+cdef Tensor zeros_like_c(object like, int ndim, const int64_t* shape, DLDataType dtype,
+                         DLDevice device):
+    cdef Tensor t = empty_like_c(like, ndim, shape, dtype, device)
+    zero_fill(t)
+    return t
+
+
+cdef Tensor _like(object x, object shape, object dtype, object device, bint zero):
+    cdef DLTensor view
+    cdef bint readonly = False
+    cdef int64_t dims[MAX_NDIM]
+    cdef int ndim
+    cdef Py_ssize_t i
+    cdef DLDataType dt
+    cdef DLDevice dev
+    cdef DType parsed
+    keeper = borrow(x, &view, &readonly)
+    if shape is None:
+        ndim = view.ndim
+        for i in range(ndim):
+            dims[i] = view.shape[i]
+    else:
+        if isinstance(shape, int):
+            shape = (shape,)
+        try:
+            shape = tuple([operator.index(d) for d in shape])
+        except TypeError:
+            raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
+        if len(shape) > MAX_NDIM:
+            raise ValueError(f"ndim must be at most {MAX_NDIM}, got {len(shape)}")
+        ndim = <int>len(shape)
+        for i in range(ndim):
+            if not (-2**63 <= shape[i] < 2**63):
+                raise ValueError(f"dimension {shape[i]} is out of range")
+            dims[i] = shape[i]
+    if dtype is None:
+        dt = view.dtype
+    else:
+        parsed = _core.dtype(dtype)
+        dt = parsed.dl
+    dev = view.device if device is None else device_from_object(device)
+    keeper = None
+    if zero:
+        return zeros_like_c(x, ndim, dims, dt, dev)
+    return empty_like_c(x, ndim, dims, dt, dev)
+
+
+def empty_like(x, *, shape=None, dtype=None, device=None):
+    """A new uninitialised, C-contiguous dl.Tensor shaped like `x` (or `shape`), of x's dtype
+    (or `dtype`), on x's device (or `device`). Its memory comes from x's framework where x's
+    type publishes the DLPack C exchange API (PyTorch: its caching allocator on CUDA), else
+    from dlinterop's allocator. Hand it back with to_framework(t, like=x)."""
+    return _like(x, shape, dtype, device, False)
+
+
+def zeros_like(x, *, shape=None, dtype=None, device=None):
+    """empty_like, filled with zeros."""
+    return _like(x, shape, dtype, device, True)
+
+
+# ---- handing a tensor back as the caller's type ------------------------------------------
+
+@cython.final
+@cython.no_gc
+cdef class _Adapter:
+    """How to make one framework's object from a Tensor: `table_type`'s exchange table
+    when it publishes one (looked up per call through the core's per-type cache, which
+    notices a changed type), else `from_dlpack`; `identity` for dlinterop's own Tensor."""
+    cdef bint identity
+    cdef object table_type
+    cdef object from_dlpack
+    cdef str name
+
+
+# like's type (an array passed as `like`) -> _Adapter, and types, modules and module names
+# passed as `like` themselves -> _Adapter. The dict keeps every key alive, so the one-entry
+# cache in front can compare type pointers.
+cdef dict _adapters = {}
+cdef PyObject* _last_type = NULL
+cdef _Adapter _last_adapter = None
+
+# Module objects (and their top-level names) -> the type whose exchange table hands tensors
+# back, for frameworks known to publish (or to be likely to publish) one.
+cdef dict _TABLE_TYPES = {"torch": "Tensor", "numpy": "ndarray", "cupy": "ndarray",
+                          "tvm_ffi": "Tensor"}
+
+
+cdef object _from_dlpack_of(str top, str what):
+    if top in ("jax", "jaxlib"):
+        return importlib.import_module("jax.numpy").from_dlpack
+    module = sys.modules.get(top)
+    if module is None:
+        module = importlib.import_module(top)
+    function = getattr(module, "from_dlpack", None)
+    if function is None or not callable(function):
+        raise TypeError(f"cannot hand a tensor back as {what}: package {top!r} has no "
+                        "from_dlpack; pass like= a module or type whose package has one")
+    return function
+
+
+cdef _Adapter _adapter_for_type(type cls):
+    cdef _Adapter a = _Adapter.__new__(_Adapter)
+    a.name = f"{cls.__module__}.{cls.__qualname__}"
+    if issubclass(cls, Tensor):
+        a.identity = True
+        return a
+    if cls is type or cls is str or issubclass(cls, types.ModuleType):
+        raise TypeError(f"like= must be an array, an array type or a module name, got "
+                        f"{cls.__name__}")
+    a.table_type = cls
+    a.from_dlpack = _from_dlpack_of(cls.__module__.partition(".")[0], a.name)
+    return a
+
+
+cdef _Adapter _adapter_for_module(object module):
+    cdef _Adapter a = _Adapter.__new__(_Adapter)
+    cdef str top = module.__name__.partition(".")[0]
+    a.name = module.__name__
+    if top == "dlinterop":
+        a.identity = True
+        return a
+    type_name = _TABLE_TYPES.get(top)
+    if type_name is not None:
+        table_type = getattr(sys.modules.get(top) or importlib.import_module(top), type_name, None)
+        if isinstance(table_type, type):
+            a.table_type = table_type
+    function = getattr(module, "from_dlpack", None)
+    if function is None or not callable(function):
+        function = _from_dlpack_of(top, f"module {module.__name__!r}")
+    a.from_dlpack = function
+    return a
+
+
+cdef _Adapter _resolve(object like):
+    global _last_type, _last_adapter
+    cdef _Adapter a
+    cdef type cls = type(like)
+    if <PyObject*>cls == _last_type:
+        return _last_adapter
+    if isinstance(like, str) or isinstance(like, types.ModuleType) or isinstance(like, type):
+        a = _adapters.get(like)
+        if a is None:
+            if isinstance(like, str):
+                try:
+                    module = importlib.import_module(like)
+                except ImportError as e:
+                    raise TypeError(f"like={like!r}: no such framework is installed ({e})") from None
+                a = _adapter_for_module(module)
+            elif isinstance(like, type):
+                a = _adapter_for_type(<type>like)
+            else:
+                a = _adapter_for_module(like)
+            _adapters[like] = a
+        return a
+    a = _adapters.get(cls)
+    if a is None:
+        a = _adapter_for_type(cls)
+        _adapters[cls] = a
+    _last_type = <PyObject*>cls
+    _last_adapter = a
+    return a
+
+
+cdef object _through_table(Tensor t, const DLPackExchangeAPI* api):
+    cdef DLManagedTensorVersioned* m
+    cdef void* out = NULL
+    order_for_consumer(t, api)
+    m = to_managed(t)
+    # The table steals m, on failure too.
+    if api.managed_tensor_to_py_object_no_sync(m, &out) != 0 or out == NULL:
+        if PyErr_Occurred() != NULL:
+            raise_from_pending()
+        raise RuntimeError("the framework's DLPack exchange table failed without saying why")
+    result = <object>out
+    Py_DECREF(result)   # <object> took a new reference; the table's is the one we keep
+    return result
+
+
+cdef object to_framework_c(Tensor t, object like):
+    cdef const DLPackExchangeAPI* api = NULL
+    cdef _Adapter a = _resolve(like)
+    if a.identity:
+        return t
+    if a.table_type is not None:
+        api = exchange_api_of(<type>a.table_type)
+        if api != NULL and api.managed_tensor_to_py_object_no_sync != NULL:
+            return _through_table(t, api)
+    return a.from_dlpack(t)
+
+
+def to_framework(t, like):
+    """An object of like's framework sharing t's memory. `like` is an array of that
+    framework, its type, the framework's module or its name ("torch", "numpy", "jax",
+    "cupy", ...). Where the type publishes the DLPack C exchange API (PyTorch) the hand-back
+    is a C call (managed_tensor_to_py_object_no_sync); otherwise that framework's
+    from_dlpack(t), looked up once. `t` may be anything dl.from_dlpack takes. The consumer
+    sees t's READ_ONLY flag as with any export (PyTorch, which has no read-only tensors,
+    takes the memory as its from_dlpack does)."""
+    cdef Tensor tensor = t if type(t) is Tensor else tensor_from_object(t)
+    return to_framework_c(tensor, like)
