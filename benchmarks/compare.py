@@ -34,6 +34,7 @@ import timeit
 PEERS = ("numpy", "torch", "jax", "tvm_ffi")
 COLUMNS = ("dlinterop",) + PEERS
 HEADINGS = {"dlinterop": "dlinterop", "numpy": "numpy", "torch": "torch", "jax": "jax",
+            "nanobind": "nanobind",
             "tvm_ffi": "tvm-ffi", "exchange API": "dl+table", "__dlpack__": "dl+dlpack"}
 
 # Per library: the name its small (16 float32 elements) tensor has in the timing namespace,
@@ -315,6 +316,47 @@ def define_exchange_rows():
     return [timed, again]
 
 
+WAY_OUT_COLUMNS = ("dlinterop", "nanobind", "numpy", "torch")
+
+
+def define_way_out_rows():
+    """Issue 15: handing a tensor back as the caller's type (dl.to_framework beside that
+    framework's own from_dlpack), and a trivial kernel (one tensor in, a new one of the
+    caller's type out) written with dlinterop's Cython API beside the same with nanobind."""
+    return [
+        Row("way out", "to_framework(t, like=torch) vs torch.from_dlpack(t)",
+            {"dlinterop": "dl.to_framework(t, like=x)", "torch": "torch.from_dlpack(t)"},
+            Target(0.25, "torch"), needs=("torch",)),
+        Row("way out", "to_framework(t, like=NumPy) vs np.from_dlpack(t)",
+            {"dlinterop": "dl.to_framework(t, like=a)", "numpy": "np.from_dlpack(t)"}),
+        Row("way out", "kernel(NumPy array) -> NumPy array",
+            {"dlinterop": "dl_kernels.identity(a)", "nanobind": "nb_kernels.identity(a)"},
+            Target(1.0, "nanobind"), needs=("dl_kernels", "nb_kernels")),
+        Row("way out", "kernel(torch tensor) -> torch tensor",
+            {"dlinterop": "dl_kernels.identity(x)", "nanobind": "nb_kernels.identity_torch(x)"},
+            Target(1.0, "nanobind"), needs=("torch", "dl_kernels", "nb_kernels")),
+    ]
+
+
+def load_kernels(ns, notes):
+    """The compiled kernels of benchmarks/kernels.py, where they build here."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    try:
+        import kernels
+    finally:
+        sys.path.pop(0)
+    for name, build in (("dl_kernels", kernels.build_cython_kernels),
+                        ("nb_kernels", kernels.build_nanobind_kernels)):
+        try:
+            module = build()
+        except (OSError, subprocess.CalledProcessError) as exc:
+            stderr = getattr(exc, "stderr", b"") or b""
+            notes.append(f"{name} did not build: {exc} {stderr[-300:]!r}")
+            continue
+        if module is not None:
+            ns[name] = module
+
+
 def define_scaling_rows():
     """Every exchange at 1 element beside the same at 64 MiB: cost must not grow with size."""
     exchanges = [
@@ -496,6 +538,8 @@ SECTION_TITLES = {
     "copy": "Copies: column = library",
     "exchange": "C exchange API: dlinterop importing a torch tensor through torch's table and "
                 "through its __dlpack__, beside torch and tvm-ffi",
+    "way out": "The way out: a tensor handed back as the caller's type, and a trivial kernel "
+               "(one float32 tensor in, a new one of the caller's type out)",
     "scaling": "Size scaling: dlinterop exchanges at 1 element and at 64 MiB (float32)",
     "import time": "Import time (ms, fresh subprocess) and RSS growth (KiB) over round trips",
 }
@@ -601,6 +645,9 @@ def main(argv=None):
     if unknown:
         parser.error(f"unknown peer(s) {sorted(unknown)}; choose from {', '.join(PEERS)}")
     ns, versions = load_libraries(wanted)
+    build_notes = []
+    if not args.list:
+        load_kernels(ns, build_notes)
     libraries = [c for c in COLUMNS if c in versions and (c == "dlinterop" or c in wanted)]
     skipped = []
 
@@ -613,6 +660,7 @@ def main(argv=None):
     rows = [row for row in define_rows() if runnable(row)]
     scaling = [row for row in define_scaling_rows() if runnable(row)]
     exchange = [row for row in define_exchange_rows() if runnable(row)]
+    way_out = [row for row in define_way_out_rows() if runnable(row)]
     for row in exchange:
         row.statements = {c: s for c, s in row.statements.items()
                           if c not in PEERS or c in libraries}
@@ -623,10 +671,11 @@ def main(argv=None):
             return args.pattern in row.name or any(args.pattern in s
                                                    for s in row.statements.values())
         rows, scaling = [r for r in rows if keep(r)], [r for r in scaling if keep(r)]
+        way_out = [r for r in way_out if keep(r)]
         kept = [r for r in exchange if r.values_from is None and keep(r)]
         exchange = [r for r in exchange if r in kept or r.values_from in kept]
     if args.list:
-        for row in rows + exchange + scaling:
+        for row in rows + exchange + way_out + scaling:
             print(f"[{row.section}] {row.name}")
             for column, statement in row.statements.items():
                 print(f"    {HEADINGS.get(column, column):>10}: {statement}")
@@ -636,7 +685,7 @@ def main(argv=None):
     # The peers leave large heaps behind; frozen, they make each gc.collect() cheap.
     gc.collect()
     gc.freeze()
-    for row in rows + exchange + scaling:
+    for row in rows + exchange + way_out + scaling:
         time_row(row, ns, mode)
     other = []
     live_exports = None
@@ -655,6 +704,8 @@ def main(argv=None):
           f"value = the target's own measure", file=out)
     for line in skipped:
         print(f"skipped, a peer not installed or not asked for: {line}", file=out)
+    for line in build_notes:
+        print(f"not built: {line}", file=out)
     for section in ("export", "import", "consume", "round trip", "allocation", "copy"):
         section_rows = [r for r in rows if r.section == section]
         if section_rows:
@@ -663,6 +714,10 @@ def main(argv=None):
         print_table(exchange, [c for c in EXCHANGE_COLUMNS
                                if any(c in r.statements for r in exchange)],
                     SECTION_TITLES["exchange"], out, with_ratio=False)
+    if way_out:
+        print_table(way_out, [c for c in WAY_OUT_COLUMNS
+                              if any(c in r.statements for r in way_out)],
+                    SECTION_TITLES["way out"], out, with_ratio=False)
     if scaling:
         print_table(scaling, ["1 element", "64 MiB"], SECTION_TITLES["scaling"], out,
                     with_ratio=False)
@@ -672,7 +727,7 @@ def main(argv=None):
             print(f"dl.memory_stats()['live_exports'] change over the memory loops: "
                   f"{live_exports}", file=out)
 
-    summaries = [summarise(row) for row in rows + exchange + scaling + other]
+    summaries = [summarise(row) for row in rows + exchange + way_out + scaling + other]
     judged = [s for s in summaries if s["target"] is not None]
     missed = [s["name"] for s in judged if s["target"]["met"] is False]
     unknown_verdict = [s["name"] for s in judged if s["target"]["met"] is None]
@@ -692,6 +747,7 @@ def main(argv=None):
             "live_exports_change": live_exports,
             "rows": summaries,
             "skipped": skipped,
+            "not_built": build_notes,
         }
         with open(args.json, "w") as f:
             json.dump(document, f, indent=1)
