@@ -556,8 +556,10 @@ _SHUTDOWN_SCRIPT = textwrap.dedent("""
         held.append(np.from_dlpack(dl.zeros((16,))))
         held.append(dl.to_dlpack(dl.zeros((16,))))
         ready.set()
-        while True:
-            time.sleep(0.005)
+        # Blocked for good, never woken: a daemon thread that wakes from time.sleep while
+        # the interpreter finalises can crash CPython 3.10 itself in take_gil (no dlinterop
+        # frame on the stack; python/cpython#110052 is that race).
+        threading.Event().wait()
     def churn():
         source = dl.zeros((16,))
         while True:
