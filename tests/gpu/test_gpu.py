@@ -190,3 +190,43 @@ def test_import_inside_a_stream_context_passes_that_stream(torch):
         t = dl.from_dlpack(Producer(x))
     assert seen["stream"] == s.ptr
     assert t.data_ptr == x.data_ptr()
+
+
+# ---- the way out on CUDA (dlinterop.frameworks) -------------------------------------------
+
+def test_empty_like_cuda_torch_uses_torchs_caching_allocator(torch):
+    x = torch.ones(4, 4, device="cuda")
+    before = stats("cuda")
+    reserved = torch.cuda.memory_allocated()
+    t = dl.zeros_like(x, shape=(1024, 1024))
+    assert stats("cuda") == before                         # not dlinterop's allocator
+    assert torch.cuda.memory_allocated() >= reserved + 4 * 1024 * 1024
+    assert t.device == "cuda:0"
+    y = dl.to_framework(t, like=x)
+    assert type(y) is torch.Tensor and y.is_cuda and y.data_ptr() == t.data_ptr
+    assert int(torch.count_nonzero(y)) == 0                # the zero fill is ordered first
+
+
+def test_to_framework_cuda_orders_dlinterops_work_before_torchs_stream(torch):
+    t = dl.full((1 << 22,), 2.0, "float32", device="cuda")  # filled on dlinterop's stream
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        y = dl.to_framework(t, like="torch")
+        total = float(y.sum())
+    assert total == 2.0 * (1 << 22)
+
+
+def test_borrow_of_a_cuda_torch_tensor_goes_through_its_table(torch):
+    import dlinterop.frameworks as fw
+
+    x = torch.ones(3, 5, device="cuda")
+    assert fw._borrow_routes(x) == ("table", (3, 5), False)
+
+
+def test_empty_like_cuda_cupy_uses_dlinterops_allocator(cupy):
+    x = cupy.ones((8,), dtype=cupy.float32)
+    before = stats("cuda")["live_buffers"]
+    t = dl.empty_like(x)
+    assert stats("cuda")["live_buffers"] == before + 1
+    y = dl.to_framework(t, like=x)
+    assert type(y) is type(x) and y.data.ptr == t.data_ptr
