@@ -1,0 +1,51 @@
+"""Frameworks described for the conformance checker's tests (tests/test_conformance.py),
+given to it as "conformance_frameworks:NAME" (tests/ is on sys.path there and in the child
+process the checker starts)."""
+import faulthandler
+
+import numpy as np
+
+from dlinterop import _conformance
+from dlinterop.testing import Framework, framework
+
+
+def crashing():
+    """NumPy, except that its consumer dies (SIGSEGV) on a capsule with a NULL shape, as
+    some real consumers do: the checker must fail that rule and go on."""
+    base = framework("numpy")
+
+    def from_dlpack(obj, **kwargs):
+        if isinstance(obj, _conformance.Producer) and obj.null_shape:
+            faulthandler._sigsegv()
+        return base.from_dlpack(obj, **kwargs)
+
+    return Framework("crashing", base.make, from_dlpack, base.dtypes, base.view,
+                     base.readonly, base.writable)
+
+
+class Careless:
+    """A producer and consumer that breaks rules on purpose: legacy capsules only, no
+    keyword checks, and a from_dlpack that never consumes (it copies through NumPy's view of
+    the producer and leaves the capsule unrenamed)."""
+
+    def __init__(self, array):
+        self.array = np.ascontiguousarray(array)
+
+    def __dlpack__(self, *args, **kwargs):
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def careless():
+    def from_dlpack(obj, **kwargs):
+        capsule = obj.__dlpack__(**kwargs)
+        return Careless(np.zeros(1))  # the capsule is dropped unconsumed, the data ignored
+
+    return Framework("careless", lambda v, d: Careless(np.asarray(v).astype(d)), from_dlpack,
+                     frozenset({"float32", "float64", "int32"}))
+
+
+def not_a_framework():
+    return 42

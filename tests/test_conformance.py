@@ -1,0 +1,148 @@
+"""dlinterop.testing and `python -m dlinterop check`: the DLPack conformance checker."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import dlinterop.testing as dt
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_cli(*args, **kwargs):
+    env = {**os.environ, "PYTHONPATH": TESTS + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "dlinterop", "check", *args],
+                          capture_output=True, text=True, timeout=600, env=env, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def child_finds_test_frameworks(monkeypatch):
+    # The checker's child process imports "conformance_frameworks" from tests/.
+    monkeypatch.setenv("PYTHONPATH", TESTS + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def test_at_least_thirty_rules_per_role_each_described():
+    ids = [r.id for r in dt.RULES]
+    assert len(ids) == len(set(ids))
+    for role in dt.ROLES:
+        rules = [r for r in dt.RULES if r.role == role]
+        assert len(rules) >= 30, role
+        assert all(r.id.startswith(role + ".") and r.description for r in rules)
+
+
+def test_dlinterop_passes_every_rule_it_is_checked_on():
+    report = dt.check("dlinterop")
+    dt.assert_conforms(report)
+    counts = report.counts()
+    assert counts["fail"] == 0
+    assert counts["pass"] >= 60
+    assert {r.rule for r in report.results} == {r.id for r in dt.RULES}
+    # Where a rule does not apply, it says why.
+    assert all(r.reason for r in report.results if r.result == "n/a")
+
+
+def test_numpy_is_checked_both_ways():
+    report = dt.check("numpy")
+    assert {r.role for r in report.results} == {"producer", "consumer"}
+    results = {r.rule: r for r in report.results}
+    # What NumPy certainly does (any NumPy 2.x).
+    for rule in ("producer.default-legacy", "producer.max-version-1.3", "producer.values",
+                 "producer.negative-strides", "consumer.imports", "consumer.deleter-once",
+                 "consumer.malformed-name", "consumer.malformed-major-2"):
+        assert results[rule].result == "pass", results[rule]
+    assert results["producer.exchange-api"].result == "n/a"
+
+
+def test_a_crash_fails_its_rule_and_the_run_goes_on():
+    report = dt.check_consumer("conformance_frameworks:crashing")
+    results = {r.rule: r for r in report.results}
+    crashed = results["consumer.malformed-null-shape"]
+    assert crashed.result == "fail" and "crashed (signal 11)" in crashed.reason
+    # The rules after it ran in a new child process.
+    assert results["consumer.malformed-overflow"].result == "pass"
+    assert len(report.results) == len([r for r in dt.RULES if r.role == "consumer"])
+
+
+def test_a_careless_framework_fails_with_reasons():
+    fw = dt.framework("conformance_frameworks:careless")
+    report = dt.check(fw)           # a Framework object: checked in this process
+    results = {r.rule: r for r in report.results}
+    assert results["producer.versioned-recommended"].result == "fail"
+    assert results["producer.keyword-only"].result == "fail"
+    assert results["producer.unknown-keyword"].result == "fail"
+    assert results["consumer.renames-capsule"].result == "fail"
+    assert "renamed used_" in results["consumer.renames-capsule"].reason
+    assert results["consumer.imports"].result == "fail"
+    with pytest.raises(AssertionError) as info:
+        dt.assert_conforms(report)
+    message = str(info.value)
+    assert "careless fails" in message and "consumer.renames-capsule" in message
+    dt.assert_conforms(report, allow=[r.rule for r in report.failures()])
+
+
+def test_api_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="unknown framework"):
+        dt.check("no_such_framework")
+    with pytest.raises(ValueError, match="role"):
+        dt.check("numpy", role="both")
+    with pytest.raises(ValueError, match="unknown rules"):
+        dt.check("numpy", rules=["no.such.rule"])
+    with pytest.raises(TypeError, match="not a dlinterop.testing.Framework"):
+        dt.framework("conformance_frameworks:not_a_framework")
+    with pytest.raises(TypeError):
+        dt.framework(3)
+
+
+def test_cli_table_json_and_markdown(tmp_path):
+    path = tmp_path / "out.json"
+    out = run_cli("dlinterop", "numpy", "--json", str(path), "--strict", "dlinterop")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "PRODUCERS" in out.stdout and "CONSUMERS" in out.stdout
+    assert "dlinterop: " in out.stdout and " failed" in out.stdout
+    document = json.loads(path.read_text())
+    rows = document["results"]
+    assert {"rule", "framework", "role", "result", "reason"} == set(rows[0])
+    assert {r["framework"] for r in rows} == {"dlinterop", "numpy"}
+    assert {r["result"] for r in rows} <= {"pass", "fail", "n/a"}
+    md = run_cli("dlinterop", "--role", "producer", "--rule", "producer.values", "--markdown")
+    assert md.returncode == 0, md.stderr
+    assert "| `producer.values` | pass |" in md.stdout
+
+
+def test_cli_strict_fails_for_a_failing_framework_and_lists_rules():
+    out = run_cli("conformance_frameworks:careless", "--role", "producer",
+                  "--strict", "careless")
+    assert out.returncode == 1
+    assert "careless producer.keyword-only" in out.stdout
+    listing = run_cli("numpy", "--list")
+    assert listing.returncode == 0
+    assert len(listing.stdout.splitlines()) == len(dt.RULES)
+    bad = run_cli("no_such_framework")
+    assert bad.returncode == 2 and "unknown framework" in bad.stderr
+
+
+def test_malformed_producers_count_their_deleter_calls():
+    from dlinterop import _conformance
+    import gc
+
+    import dlinterop as dl
+    for fields in ({"major": 2}, {"code": 99}, {"device_type": 99}, {"shape": (-1,)},
+                   {"name": "not_a_dltensor"}):
+        p = _conformance.Producer(**fields)
+        with pytest.raises((BufferError, ValueError)):
+            dl.from_dlpack(p)
+        p.capsule = None
+        gc.collect()
+        assert p.deleter_calls == 1, fields
+    # And a consumed capsule's destructor leaves the deleter to the consumer.
+    p = _conformance.Producer(payload=b"\1\2\3\4", shape=(4,))
+    t = dl.from_dlpack(p)
+    assert bytes(memoryview(t)) == b"\1\2\3\4" and t.data_ptr == p.data_address
+    p.capsule = None
+    gc.collect()
+    assert p.deleter_calls == 0
+    del t
+    gc.collect()
+    assert p.deleter_calls == 1
