@@ -1,4 +1,4 @@
-# cython: language_level=3
+# cython: language_level=3, freethreading_compatible=True
 """The native half of dlinterop.testing, the DLPack conformance checker: capsules read
 without being consumed, a consumer's side of a capsule (rename, then one deleter call), and
 producers built to order (well-formed or malformed), whose deleters count their calls in C

@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=True, wraparound=False, cdivision=True
 # cython: embedsignature=True, embedsignature.format=clinic, binding=False
-# cython: freethreading_compatible=False
+# cython: freethreading_compatible=True
 """dlinterop's core: data types, devices, the Tensor, DLPack export and import, and the
 bridge for objects without DLPack. The module is one extension so that the hot paths
 never cross a module boundary; each concern lives in the .pxi file named for it."""
@@ -85,6 +85,36 @@ cdef extern from "runtime.h" nogil:
     bint __builtin_add_overflow(int64_t a, int64_t b, int64_t* out)
 
 
+# Free-threaded CPython (no GIL): what the GIL used to serialise is made safe here with
+# atomics, a lock for the one-time set-ups, and a critical section per capsule consumed.
+cdef extern from *:
+    """
+    #ifdef Py_GIL_DISABLED
+    #define DLI_FREE_THREADED 1
+    #else
+    #define DLI_FREE_THREADED 0
+    #endif
+    static inline void dli_atomic_add(Py_ssize_t *p, Py_ssize_t v) {
+        __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+    }
+    static inline Py_ssize_t dli_atomic_load(const Py_ssize_t *p) {
+        return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    }
+    static inline void dli_atomic_store(Py_ssize_t *p, Py_ssize_t v) {
+        __atomic_store_n(p, v, __ATOMIC_RELEASE);
+    }
+    """
+    const bint DLI_FREE_THREADED
+    void dli_atomic_add(Py_ssize_t* p, Py_ssize_t v) noexcept nogil
+    Py_ssize_t dli_atomic_load(const Py_ssize_t* p) noexcept nogil
+    void dli_atomic_store(Py_ssize_t* p, Py_ssize_t v) noexcept nogil
+
+# One lock per one-time set-up (the CUDA module, PyTorch's bit readers, the NumPy route).
+cdef cython.pymutex _cuda_lock
+cdef cython.pymutex _torch_lock
+cdef cython.pymutex _numpy_lock
+
+
 cdef enum:
     MAX_NDIM = 64   # DLPack sets no limit; this bounds stack arrays and rejects garbage
 cdef size_t DEFAULT_ALIGNMENT = 256
@@ -129,5 +159,5 @@ def memory_stats(device="cpu"):
         "live_bytes": stats.live_bytes,
         "peak_bytes": stats.peak_bytes,
         "total_allocations": stats.total_allocations,
-        "live_exports": _live_exports,
+        "live_exports": dli_atomic_load(&_live_exports),
     }

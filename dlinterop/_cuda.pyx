@@ -1,4 +1,4 @@
-# cython: language_level=3, boundscheck=False, wraparound=False
+# cython: language_level=3, boundscheck=False, wraparound=False, freethreading_compatible=True
 """dlinterop._cuda: the CUDA allocator and streams. Built only when CMake finds a CUDA
 compiler, with the CUDA runtime linked statically: it imports where there is no toolkit,
 driver or GPU, and then reports device_count() == 0."""
@@ -115,12 +115,24 @@ cdef void* current_stream_nogil(int32_t device) noexcept nogil:
     return dli_cuda_current_stream(device)
 
 
-# How many dl.cuda.Stream contexts are entered, on all threads (changed with the GIL held).
-cdef int _streams_entered = 0
+# How many dl.cuda.Stream contexts are entered, on all threads (changed atomically: threads
+# enter and leave streams at once where there is no GIL).
+cdef extern from *:
+    """
+    static int dli_streams_entered_count = 0;
+    static inline void dli_streams_entered_add(int v) {
+        __atomic_fetch_add(&dli_streams_entered_count, v, __ATOMIC_RELAXED);
+    }
+    static inline int dli_streams_entered_get(void) {
+        return __atomic_load_n(&dli_streams_entered_count, __ATOMIC_RELAXED);
+    }
+    """
+    void dli_streams_entered_add(int v) noexcept nogil
+    int dli_streams_entered_get() noexcept nogil
 
 
 cdef int streams_entered() noexcept nogil:
-    return _streams_entered
+    return dli_streams_entered_get()
 
 
 # The C entry points dlinterop._core calls without the GIL, published as one capsule.
@@ -228,17 +240,15 @@ def set_current_stream_ptr(int device, uintptr_t ptr):
 
 def enter_stream(int device, uintptr_t ptr):
     """Makes `ptr` this thread's current stream on `device`; returns the previous one."""
-    global _streams_entered
     previous = <uintptr_t>dli_cuda_current_stream(device)
     dli_cuda_set_current_stream(device, <void*>ptr)
-    _streams_entered += 1
+    dli_streams_entered_add(1)
     return previous
 
 
 def exit_stream(int device, uintptr_t previous):
-    global _streams_entered
     dli_cuda_set_current_stream(device, <void*>previous)
-    _streams_entered -= 1
+    dli_streams_entered_add(-1)
 
 
 def stream_create(int device):

@@ -20,14 +20,17 @@ cdef object _load_cuda():
     """The dlinterop._cuda module, or None when it was not built."""
     global _cuda, _cuda_tried, _cuda_table
     if not _cuda_tried:
-        _cuda_tried = True
-        try:
-            import dlinterop._cuda as module
-        except ImportError:
-            return None
-        _cuda_table = <const dli_cuda_table*>PyCapsule_GetPointer(
-            <PyObject*>module.c_table, "dlinterop._cuda.table")
-        _cuda = module
+        with _cuda_lock:
+            if not _cuda_tried:
+                try:
+                    import dlinterop._cuda as module
+                except ImportError:
+                    module = None
+                if module is not None:
+                    _cuda_table = <const dli_cuda_table*>PyCapsule_GetPointer(
+                        <PyObject*>module.c_table, "dlinterop._cuda.table")
+                    _cuda = module
+                _cuda_tried = True    # last: a thread that sees it sees the module too
     return _cuda
 
 

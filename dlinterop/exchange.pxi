@@ -133,11 +133,14 @@ _exchange_api.header.version.major = DLPACK_MAJOR_VERSION
 _exchange_api.header.version.minor = DLPACK_MINOR_VERSION
 _exchange_api.header.prev_api = NULL
 _exchange_api.managed_tensor_allocator = _xapi_allocator
+# Through void*: the table's types say noexcept nogil, these need the caller's thread state
+# (which the exchange API requires of its callers) and report errors as -1.
 _exchange_api.managed_tensor_from_py_object_no_sync = (
-    <DLPackManagedTensorFromPyObjectNoSync>_xapi_to_managed)
+    <DLPackManagedTensorFromPyObjectNoSync><void*>_xapi_to_managed)
 _exchange_api.managed_tensor_to_py_object_no_sync = (
-    <DLPackManagedTensorToPyObjectNoSync>_xapi_to_py)
-_exchange_api.dltensor_from_py_object_no_sync = <DLPackDLTensorFromPyObjectNoSync>_xapi_view
+    <DLPackManagedTensorToPyObjectNoSync><void*>_xapi_to_py)
+_exchange_api.dltensor_from_py_object_no_sync = (
+    <DLPackDLTensorFromPyObjectNoSync><void*>_xapi_view)
 _exchange_api.current_work_stream = _xapi_current_stream
 
 
@@ -254,6 +257,16 @@ cdef Py_ssize_t _torch_tensor_slot(object tensor) except -3:
 
 
 cdef Py_ssize_t _torch_native_bits_offset(object torch) except -3:
+    cdef Py_ssize_t decided = dli_atomic_load(&_torch_native_offset)
+    if decided != TORCH_BITS_UNDECIDED:
+        return decided
+    with _torch_lock:
+        if _torch_native_offset == TORCH_BITS_UNDECIDED:
+            _set_up_torch_bits(torch)
+        return _torch_native_offset
+
+
+cdef Py_ssize_t _set_up_torch_bits(object torch) except -3:
     """The at::Tensor offset in torch.Tensor objects when the native bit reads are usable,
     else TORCH_BITS_UNUSABLE. Worked out once per process. When the probe tensors cannot be
     made (a PyTorch mode that returns other types is active, say), the answer is
@@ -266,8 +279,6 @@ cdef Py_ssize_t _torch_native_bits_offset(object torch) except -3:
     cdef Py_ssize_t offset
     cdef const void* slot
     cdef bytes lib
-    if _torch_native_offset != TORCH_BITS_UNDECIDED:
-        return _torch_native_offset
     import os
     try:
         libdir = os.path.join(os.path.dirname(torch.__file__), "lib")
@@ -306,7 +317,7 @@ cdef Py_ssize_t _torch_native_bits_offset(object torch) except -3:
             return TORCH_BITS_UNUSABLE
     _torch_native_is_neg = neg
     _torch_native_is_conj = conj
-    _torch_native_offset = offset
+    dli_atomic_store(&_torch_native_offset, offset)   # published after the functions
     return offset
 
 

@@ -8,14 +8,14 @@ cdef const char* NAME_USED_LEGACY = "used_dltensor"
 cdef const char* NAME_USED_VERSIONED = "used_dltensor_versioned"
 
 
-# Capsules made and not yet released; changed only while holding the GIL.
+# Capsules made and not yet released (changed atomically: deleters run on any thread).
 cdef Py_ssize_t _live_exports = 0
 
 
 # Export blocks (managed struct + shape + strides) for up to SMALL_NDIM dimensions are
 # recycled through a small free list: an export then costs no allocator call. Blocks of
 # both structs share one size so that either kind can reuse any block. The list is only
-# touched while holding the GIL.
+# touched while holding the GIL; without a GIL (free-threaded CPython) it is not used.
 cdef enum:
     SMALL_NDIM = 4
     FREE_BLOCKS = 32
@@ -27,7 +27,7 @@ cdef int _free_block_count = 0
 cdef inline void* _block_alloc(int ndim) noexcept nogil:
     global _free_block_count
     if ndim <= SMALL_NDIM:
-        if _free_block_count > 0:
+        if not DLI_FREE_THREADED and _free_block_count > 0:
             _free_block_count -= 1
             return _free_blocks[_free_block_count]
         return PyMem_Malloc(SMALL_BLOCK_BYTES)
@@ -36,7 +36,7 @@ cdef inline void* _block_alloc(int ndim) noexcept nogil:
 
 cdef inline void _block_free(void* block, int ndim) noexcept nogil:
     global _free_block_count
-    if ndim <= SMALL_NDIM and _free_block_count < FREE_BLOCKS:
+    if not DLI_FREE_THREADED and ndim <= SMALL_NDIM and _free_block_count < FREE_BLOCKS:
         _free_blocks[_free_block_count] = block
         _free_block_count += 1
     else:
@@ -51,7 +51,7 @@ cdef inline void _release_export_with_gil(void* owner, void* block, int ndim) no
     cdef PyObject *exc_value
     cdef PyObject *exc_tb
     _block_free(block, ndim)
-    _live_exports -= 1
+    dli_atomic_add(&_live_exports, -1)
     if PyErr_Occurred() != NULL:
         # An exception in flight where the capsule or Tensor dies must survive unchanged.
         PyErr_Fetch(&exc_type, &exc_value, &exc_tb)
@@ -140,7 +140,7 @@ cdef object _own_capsule(PyObject* capsule, void* block, Tensor t):
         _block_free(block, t.dl.ndim)
         raise MemoryError()
     Py_IncRef(<PyObject*>t)
-    _live_exports += 1
+    dli_atomic_add(&_live_exports, 1)
     result = <object>capsule
     Py_DecRef(capsule)
     return result
@@ -172,7 +172,7 @@ cdef DLManagedTensorVersioned* _make_versioned_managed(Tensor t, uint32_t minor,
     global _live_exports
     cdef DLManagedTensorVersioned* m = _new_versioned(t, minor, flags)
     Py_IncRef(<PyObject*>t)
-    _live_exports += 1
+    dli_atomic_add(&_live_exports, 1)
     return m
 
 

@@ -1,4 +1,4 @@
-# cython: language_level=3
+# cython: language_level=3, freethreading_compatible=True
 """The kernel author's way out: outputs allocated by the caller's framework and handed back
 as that framework's own type, borrowed views of inputs, and argument checks.
 
@@ -34,6 +34,16 @@ cdef extern from "Python.h":
 
 cdef enum:
     MAX_NDIM = 64
+
+cdef extern from *:
+    """
+    #ifdef Py_GIL_DISABLED
+    #define DLI_FRAMEWORKS_FREE_THREADED 1
+    #else
+    #define DLI_FRAMEWORKS_FREE_THREADED 0
+    #endif
+    """
+    const bint FREE_THREADED "DLI_FRAMEWORKS_FREE_THREADED"
 
 
 # ---- argument checks --------------------------------------------------------------------
@@ -408,7 +418,8 @@ cdef _Adapter _resolve(object like):
     global _last_type, _last_adapter
     cdef _Adapter a
     cdef type cls = type(like)
-    if <PyObject*>cls == _last_type:
+    # The one-entry cache is two globals, so free-threaded builds use the dict alone.
+    if not FREE_THREADED and <PyObject*>cls == _last_type:
         return _last_adapter
     if isinstance(like, str) or isinstance(like, types.ModuleType) or isinstance(like, type):
         a = _adapters.get(like)
@@ -429,8 +440,9 @@ cdef _Adapter _resolve(object like):
     if a is None:
         a = _adapter_for_type(cls)
         _adapters[cls] = a
-    _last_type = <PyObject*>cls
-    _last_adapter = a
+    if not FREE_THREADED:
+        _last_type = <PyObject*>cls
+        _last_adapter = a
     return a
 
 

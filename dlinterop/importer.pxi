@@ -147,6 +147,14 @@ cdef Tensor tensor_from_managed(DLManagedTensorVersioned* m, bint readonly):
 
 
 cdef Tensor _tensor_from_capsule(object capsule):
+    # Checking the name, validating and renaming are one step for other threads: two that
+    # consume one capsule end with one owner (the other finds it consumed). With the GIL
+    # the critical section costs nothing more.
+    with cython.critical_section(capsule):
+        return _consume_capsule(capsule)
+
+
+cdef Tensor _consume_capsule(object capsule):
     cdef const char* name = PyCapsule_GetName(capsule)
     cdef DLManagedTensorVersioned* mv
     cdef DLManagedTensor* ml
@@ -225,15 +233,19 @@ cdef inline bint _still_valid(PyTypeObject* tp, unsigned int tag) noexcept:
 cdef _Producer _producer_of(type cls):
     global _last_producer_type, _last_producer
     cdef _Producer p
-    if <PyObject*>cls == _last_producer_type and _still_valid(<PyTypeObject*>cls,
-                                                             _last_producer.version_tag):
+    # The one-entry cache is two globals: without a GIL another thread could change one
+    # between our reads of the two, so free-threaded builds use the dict alone (its get
+    # returns a reference of our own).
+    if (not DLI_FREE_THREADED and <PyObject*>cls == _last_producer_type
+            and _still_valid(<PyTypeObject*>cls, _last_producer.version_tag)):
         return _last_producer
     p = _producers.get(cls)
     if p is None or not _still_valid(<PyTypeObject*>cls, p.version_tag):
         p = _describe_producer(cls)
         _producers[cls] = p
-    _last_producer_type = <PyObject*>cls
-    _last_producer = p
+    if not DLI_FREE_THREADED:
+        _last_producer_type = <PyObject*>cls
+        _last_producer = p
     return p
 
 
@@ -465,15 +477,22 @@ cdef bint _numpy_route_usable(object numpy) except -1:
     """Sets the route up once per process: NumPy's C API, then probes on which the route
     must agree with this NumPy's own __dlpack__ (NumPy versions differ, in the strides of
     dimensions of size 0 or 1 for one). Any disagreement leaves __dlpack__ in charge."""
-    global _numpy_route_state
     if _numpy_route_state != NUMPY_ROUTE_UNDECIDED:
         return _numpy_route_state == NUMPY_ROUTE_ON
+    with _numpy_lock:
+        if _numpy_route_state == NUMPY_ROUTE_UNDECIDED:
+            _set_up_numpy_route(numpy)
+    return _numpy_route_state == NUMPY_ROUTE_ON
+
+
+cdef int _set_up_numpy_route(object numpy) except -1:
+    global _numpy_route_state
     _numpy_route_state = NUMPY_ROUTE_OFF
     if not dli_numpy_built():
-        return False
+        return 0
     if dli_numpy_init() != 0:
         PyErr_Clear()
-        return False
+        return 0
     try:
         base = numpy.arange(24, dtype=numpy.float32).reshape(2, 3, 4)
         frozen = numpy.arange(6, dtype=numpy.int16)
@@ -486,11 +505,11 @@ cdef bint _numpy_route_usable(object numpy) except -1:
             native = _import_numpy_native(probe)
             exported = _tensor_from_capsule(probe.__dlpack__(max_version=_MAX_VERSION))
             if native is None or not _same_view(native, exported):
-                return False
+                return 0
     except Exception:
-        return False
+        return 0
     _numpy_route_state = NUMPY_ROUTE_ON
-    return True
+    return 0
 
 
 cdef bint _same_view(Tensor a, Tensor b):

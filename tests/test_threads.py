@@ -28,7 +28,8 @@ import pytest
 
 import dlinterop as dl
 
-THREADS = 8
+# More threads where the GIL is off (.ci/freethreaded.sh sets DLINTEROP_THREADS=16).
+THREADS = int(os.environ.get("DLINTEROP_THREADS", "8"))
 # The run-parallel run (four copies of each test at once) divides the work between copies.
 _SHARE = int(os.environ.get("DLINTEROP_RUN_PARALLEL_COPIES", "1"))
 ITERATIONS = 10_000 // _SHARE
@@ -369,6 +370,48 @@ def test_first_torch_imports_race_with_the_bit_reader_set_up():
     assert failures == "[]"
     if sys.platform.startswith("linux"):
         assert int(offset) >= 16
+
+
+def test_producer_cache_mutated_while_importing():
+    # A producer type whose attributes change while other threads import its instances:
+    # each change gives the type a new version tag, so the importer's per-type cache is
+    # re-described under the threads' feet. Every import must still see a valid producer.
+    source = np.arange(16.0)
+
+    class Producer:
+        def __init__(self):
+            self.array = source
+
+        def __dlpack__(self, **kwargs):
+            return self.array.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    objects = [Producer() for _ in range(8)]
+    stop = threading.Event()
+    imports = [0] * THREADS
+
+    def mutate():
+        n = 0
+        while not stop.is_set():
+            Producer.marker = n           # a new version tag for the type
+            n += 1
+
+    def importer(k):
+        for i in range(ITERATIONS // 4):
+            t = dl.from_dlpack(objects[i % len(objects)])
+            assert t.data_ptr == source.ctypes.data and t.shape == (16,)
+            imports[k] += 1
+
+    mutator = threading.Thread(target=mutate)
+    mutator.start()
+    try:
+        run_threads(importer)
+    finally:
+        stop.set()
+        mutator.join()
+    assert sum(imports) == THREADS * (ITERATIONS // 4)
 
 
 # --------------------------------------------------------------------------------------
