@@ -37,7 +37,7 @@ def test_dlinterop_passes_every_rule_it_is_checked_on():
     dt.assert_conforms(report)
     counts = report.counts()
     assert counts["fail"] == 0
-    assert counts["pass"] >= 60
+    assert counts["pass"] >= 50      # fewer where ml_dtypes is missing (its rules are n/a)
     assert {r.rule for r in report.results} == {r.id for r in dt.RULES}
     # Where a rule does not apply, it says why.
     assert all(r.reason for r in report.results if r.result == "n/a")

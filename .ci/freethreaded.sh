@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# dlinterop on free-threaded CPython 3.13 (no GIL): build the interpreter once per machine
+# (.ci/freethreaded-python.sh), install dlinterop and its test tools into a fresh venv of it,
+# prove that importing dlinterop leaves the GIL off, then run the whole suite with
+# PYTHON_GIL=0 and the thread tests with twice the threads, eight copies at once under
+# pytest-run-parallel (each copy doing half the rounds: 4x the GIL build's work in all).
+# Where the interpreter's source cannot be had, says so and succeeds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$SECONDS
+if ! python_ft=$(bash .ci/freethreaded-python.sh); then
+  echo "free-threaded CPython not available here: skipping the free-threaded run"
+  exit 0
+fi
+env="${TMPDIR:-/tmp}/dlinterop-freethreaded"
+rm -rf "$env"
+"$python_ft" -m venv "$env"
+# Binary wheels only (building NumPy for cp313t takes longer than the rest of CI): NumPy 2.4
+# is the newest with cp313t wheels; no ml_dtypes >= 0.7 and no mypy (its Rust parser) has one,
+# so their tests skip here.
+"$env/bin/python" -m pip install --quiet --only-binary=:all: "numpy>=2.2,<2.5" "pytest>=8" \
+    "pytest-run-parallel>=0.4" "hypothesis>=6.100" "cython>=3.0" "nanobind>=2.0" \
+    "scikit-build-core>=0.11" "cython-cmake>=0.3" ninja cmake
+"$env/bin/python" -m pip install --quiet --no-build-isolation --no-deps .
+# Importing every module keeps the GIL off, without PYTHON_GIL=0 forcing it.
+(cd "${TMPDIR:-/tmp}" && "$env/bin/python" -W error::RuntimeWarning -c '
+import sys
+import dlinterop, dlinterop.frameworks, dlinterop.testing, dlinterop._capi, dlinterop._conformance
+import dlinterop.cuda
+dlinterop.cuda.device_count()
+assert not sys._is_gil_enabled(), "importing dlinterop turned the GIL on"
+print("free-threaded", sys.version.split()[0], "- GIL off after importing dlinterop")')
+PYTHON_GIL=0 "$env/bin/pytest" -q -p no:cacheprovider tests
+DLINTEROP_THREADS=16 DLINTEROP_RUN_PARALLEL_COPIES=2 PYTHON_GIL=0 "$env/bin/pytest" -q -p no:cacheprovider -p run-parallel \
+  --parallel-threads=8 tests/test_threads.py -k "not test_thread_tests_under_run_parallel"
+echo "free-threaded run took $((SECONDS - start)) s"
