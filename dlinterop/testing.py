@@ -1139,32 +1139,41 @@ def assert_conforms(report, allow: Iterable[str] = ()):
 _CELL = {"pass": "pass", "fail": "FAIL", "n/a": "n/a"}
 
 
-def _table(reports, markdown):
+def _role_rows(reports):
+    """(role, [(rule id, [cell per framework])]) for each role that any report checked;
+    a cell is empty where that framework was not checked against the rule."""
     names = [r.framework for r in reports]
     cells = {(res.rule, r.framework): res for r in reports for res in r.results}
-    lines = []
     for role in ROLES:
-        rules = [rule for rule in RULES if rule.role == role
-                 and any((rule.id, n) in cells for n in names)]
-        if not rules:
-            continue
-        if markdown:
-            lines.append(f"\n**{role}**\n")
-            lines.append("| rule | " + " | ".join(names) + " |")
-            lines.append("| --- |" + " --- |" * len(names))
-            for rule in rules:
-                lines.append(f"| `{rule.id}` | " + " | ".join(
-                    _CELL[cells[(rule.id, n)].result] if (rule.id, n) in cells else ""
-                    for n in names) + " |")
-        else:
-            width = max(len(rule.id) for rule in rules) + 2
-            lines.append(f"\n{role}s".upper())
-            lines.append(f"{'rule':<{width}}" + "".join(f"{n:>18}" for n in names))
-            lines.append("-" * (width + 18 * len(names)))
-            for rule in rules:
-                lines.append(f"{rule.id:<{width}}" + "".join(
-                    f"{_CELL[cells[(rule.id, n)].result] if (rule.id, n) in cells else '':>18}"
-                    for n in names))
+        rows = [(rule.id, [_CELL[cells[(rule.id, n)].result] if (rule.id, n) in cells else ""
+                           for n in names])
+                for rule in RULES if rule.role == role
+                and any((rule.id, n) in cells for n in names)]
+        if rows:
+            yield role, rows
+
+
+def _markdown_section(role, names, rows):
+    lines = [f"\n**{role}**\n", "| rule | " + " | ".join(names) + " |",
+             "| --- |" + " --- |" * len(names)]
+    lines += [f"| `{rule}` | " + " | ".join(row) + " |" for rule, row in rows]
+    return lines
+
+
+def _text_section(role, names, rows):
+    width = max(len(rule) for rule, _ in rows) + 2
+    lines = [f"\n{role}s".upper(), f"{'rule':<{width}}" + "".join(f"{n:>18}" for n in names),
+             "-" * (width + 18 * len(names))]
+    lines += [f"{rule:<{width}}" + "".join(f"{cell:>18}" for cell in row) for rule, row in rows]
+    return lines
+
+
+def _table(reports, markdown):
+    names = [r.framework for r in reports]
+    section = _markdown_section if markdown else _text_section
+    lines = []
+    for role, rows in _role_rows(reports):
+        lines += section(role, names, rows)
     lines.append("")
     for r in reports:
         c = r.counts()
