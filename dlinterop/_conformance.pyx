@@ -230,6 +230,24 @@ cdef class Producer:
         return result
 
 
+cdef DLTensor* _described(PyObject* raw, const char* name, bint versioned,
+                          dict info) except NULL:
+    """The tensor of a capsule named `name` (of the versioned struct or the legacy one),
+    with what the managed struct says about it added to `info`."""
+    cdef void* managed = PyCapsule_GetPointer_raw(raw, name)
+    cdef DLManagedTensorVersioned* mv = <DLManagedTensorVersioned*>managed
+    cdef DLManagedTensor* ml = <DLManagedTensor*>managed
+    if managed == NULL:
+        PyErr_Clear()
+        raise ValueError("NULL pointer in the capsule")
+    if versioned:
+        info.update(versioned=True, version=(mv.version.major, mv.version.minor),
+                    flags=mv.flags, deleter=mv.deleter != NULL)
+        return &mv.dl_tensor
+    info.update(versioned=False, version=None, flags=0, deleter=ml.deleter != NULL)
+    return &ml.dl_tensor
+
+
 def inspect(capsule):
     """What a DLPack capsule holds, read without consuming it: a dict, or ValueError for an
     object that is not a capsule with a DLPack name."""
@@ -237,8 +255,6 @@ def inspect(capsule):
         raise ValueError(f"not a capsule: {type(capsule).__name__}")
     cdef PyObject* raw = <PyObject*>capsule
     cdef const char* name = PyCapsule_GetName_raw(raw)
-    cdef DLManagedTensorVersioned* mv = NULL
-    cdef DLManagedTensor* ml = NULL
     cdef DLTensor* t
     if name == NULL:
         PyErr_Clear()
@@ -246,20 +262,9 @@ def inspect(capsule):
     text = (<bytes>name).decode(errors="replace")
     info = {"name": text}
     if text in ("dltensor_versioned", "used_dltensor_versioned"):
-        mv = <DLManagedTensorVersioned*>PyCapsule_GetPointer_raw(raw, name)
-        if mv == NULL:
-            PyErr_Clear()
-            raise ValueError("NULL pointer in the capsule")
-        t = &mv.dl_tensor
-        info.update(versioned=True, version=(mv.version.major, mv.version.minor),
-                    flags=mv.flags, deleter=mv.deleter != NULL)
+        t = _described(raw, name, True, info)
     elif text in ("dltensor", "used_dltensor"):
-        ml = <DLManagedTensor*>PyCapsule_GetPointer_raw(raw, name)
-        if ml == NULL:
-            PyErr_Clear()
-            raise ValueError("NULL pointer in the capsule")
-        t = &ml.dl_tensor
-        info.update(versioned=False, version=None, flags=0, deleter=ml.deleter != NULL)
+        t = _described(raw, name, False, info)
     else:
         return info
     if text.startswith("used_"):
@@ -293,24 +298,30 @@ def consume(capsule):
         return False
     cdef PyObject* raw = <PyObject*>capsule
     cdef const char* name = PyCapsule_GetName_raw(raw)
-    cdef DLManagedTensorVersioned* mv
-    cdef DLManagedTensor* ml
     if name == NULL:
         PyErr_Clear()
         return False
     if strcmp(name, b"dltensor_versioned") == 0:
-        mv = <DLManagedTensorVersioned*>PyCapsule_GetPointer_raw(raw, name)
-        PyCapsule_SetName_raw(raw, b"used_dltensor_versioned")
-        if mv != NULL and mv.deleter != NULL:
-            mv.deleter(mv)
+        _release(raw, name, b"used_dltensor_versioned", True)
         return True
     if strcmp(name, b"dltensor") == 0:
-        ml = <DLManagedTensor*>PyCapsule_GetPointer_raw(raw, name)
-        PyCapsule_SetName_raw(raw, b"used_dltensor")
-        if ml != NULL and ml.deleter != NULL:
-            ml.deleter(ml)
+        _release(raw, name, b"used_dltensor", False)
         return True
     return False
+
+
+cdef void _release(PyObject* raw, const char* name, const char* used, bint versioned):
+    """Renames the capsule to `used` and calls its managed tensor's deleter once."""
+    cdef void* managed = PyCapsule_GetPointer_raw(raw, name)
+    cdef DLManagedTensorVersioned* mv = <DLManagedTensorVersioned*>managed
+    cdef DLManagedTensor* ml = <DLManagedTensor*>managed
+    PyCapsule_SetName_raw(raw, used)
+    if managed == NULL:
+        return
+    if versioned and mv.deleter != NULL:
+        mv.deleter(mv)
+    elif not versioned and ml.deleter != NULL:
+        ml.deleter(ml)
 
 
 def exchange_table(cls):
