@@ -18,8 +18,8 @@ from libc.string cimport strncpy
 from dlinterop.dlpack cimport *
 from dlinterop._core cimport (
     DType, Device, Tensor, borrow_dltensor, device_from_dl, device_from_object, dtype_from_dl,
-    empty_tensor, exchange_api_of, order_for_consumer, tensor_from_managed, tensor_from_object,
-    to_managed, zero_fill,
+    empty_tensor, exchange_api_of, order_for_consumer, raise_pending_error, tensor_from_managed,
+    tensor_from_object, to_managed, zero_fill,
 )
 
 import importlib
@@ -266,7 +266,7 @@ cdef Tensor empty_like_c(object like, int ndim, const int64_t* shape, DLDataType
     error.set = False
     if api.managed_tensor_allocator(&prototype, &m, &error, _set_alloc_error) != 0 or m == NULL:
         if PyErr_Occurred() != NULL:
-            raise_from_pending()
+            raise_pending_error()
         if error.set:
             kind = (<bytes>error.kind).decode(errors="replace")
             message = (<bytes>error.message).decode(errors="replace")
@@ -274,11 +274,6 @@ cdef Tensor empty_like_c(object like, int ndim, const int64_t* shape, DLDataType
                 message if kind in _ERROR_KINDS else f"{kind}: {message}")
         raise RuntimeError(f"{cls.__name__}'s DLPack allocator failed without saying why")
     return tensor_from_managed(m, False)
-
-
-cdef int raise_from_pending() except -1:
-    # The exception is already set: returning -1 from an `except -1` function raises it.
-    return -1
 
 
 cdef Tensor zeros_like_c(object like, int ndim, const int64_t* shape, DLDataType dtype,
@@ -322,7 +317,6 @@ cdef Tensor _like(object x, object shape, object dtype, object device, bint zero
         parsed = _core.dtype(dtype)
         dt = parsed.dl
     dev = view.device if device is None else device_from_object(device)
-    keeper = None
     if zero:
         return zeros_like_c(x, ndim, dims, dt, dev)
     return empty_like_c(x, ndim, dims, dt, dev)
@@ -454,7 +448,7 @@ cdef object _through_table(Tensor t, const DLPackExchangeAPI* api):
     # The table steals m, on failure too.
     if api.managed_tensor_to_py_object_no_sync(m, &out) != 0 or out == NULL:
         if PyErr_Occurred() != NULL:
-            raise_from_pending()
+            raise_pending_error()
         raise RuntimeError("the framework's DLPack exchange table failed without saying why")
     result = <object>out
     Py_DECREF(result)   # <object> took a new reference; the table's is the one we keep
