@@ -63,3 +63,4 @@ cdef int zero_fill(Tensor t) except -1
 cdef DLDevice device_from_object(object device) except *
 cdef int borrow_dltensor(object obj, DLTensor* out) except -1
 cdef int raise_pending_error() except -1
+cdef object numpy_array_from(Tensor t)

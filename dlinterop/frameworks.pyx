@@ -18,8 +18,8 @@ from libc.string cimport strncpy
 from dlinterop.dlpack cimport *
 from dlinterop._core cimport (
     DType, Device, Tensor, borrow_dltensor, device_from_dl, device_from_object, dtype_from_dl,
-    empty_tensor, exchange_api_of, order_for_consumer, raise_pending_error, tensor_from_managed,
-    tensor_from_object, to_managed, zero_fill,
+    empty_tensor, exchange_api_of, numpy_array_from, order_for_consumer, raise_pending_error,
+    tensor_from_managed, tensor_from_object, to_managed, zero_fill,
 )
 
 import importlib
@@ -344,6 +344,7 @@ cdef class _Adapter:
     when it publishes one (looked up per call through the core's per-type cache, which
     notices a changed type), else `from_dlpack`; `identity` for dlinterop's own Tensor."""
     cdef bint identity
+    cdef bint numpy_native    # from_dlpack is NumPy's: the core makes the ndarray itself
     cdef object table_type
     cdef object from_dlpack
     cdef str name
@@ -375,6 +376,11 @@ cdef object _from_dlpack_of(str top, str what):
     return function
 
 
+cdef bint _is_numpy_from_dlpack(object function):
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and function is getattr(numpy, "from_dlpack", None)
+
+
 cdef _Adapter _adapter_for_type(type cls):
     cdef _Adapter a = _Adapter.__new__(_Adapter)
     a.name = f"{cls.__module__}.{cls.__qualname__}"
@@ -386,6 +392,7 @@ cdef _Adapter _adapter_for_type(type cls):
                         f"{cls.__name__}")
     a.table_type = cls
     a.from_dlpack = _from_dlpack_of(cls.__module__.partition(".")[0], a.name)
+    a.numpy_native = _is_numpy_from_dlpack(a.from_dlpack)
     return a
 
 
@@ -405,6 +412,7 @@ cdef _Adapter _adapter_for_module(object module):
     if function is None or not callable(function):
         function = _from_dlpack_of(top, f"module {module.__name__!r}")
     a.from_dlpack = function
+    a.numpy_native = _is_numpy_from_dlpack(function)
     return a
 
 
@@ -464,6 +472,10 @@ cdef object to_framework_c(Tensor t, object like):
         api = exchange_api_of(<type>a.table_type)
         if api != NULL and api.managed_tensor_to_py_object_no_sync != NULL:
             return _through_table(t, api)
+    if a.numpy_native:
+        result = numpy_array_from(t)
+        if result is not None:
+            return result
     return a.from_dlpack(t)
 
 
@@ -471,8 +483,9 @@ def to_framework(t, like):
     """An object of like's framework sharing t's memory. `like` is an array of that
     framework, its type, the framework's module or its name ("torch", "numpy", "jax",
     "cupy", ...). Where the type publishes the DLPack C exchange API (PyTorch) the hand-back
-    is a C call (managed_tensor_to_py_object_no_sync); otherwise that framework's
-    from_dlpack(t), looked up once. `t` may be anything dl.from_dlpack takes. The consumer
+    is a C call (managed_tensor_to_py_object_no_sync); for NumPy the core makes the ndarray
+    through NumPy's C API, as np.from_dlpack(t) would but with t itself as its base;
+    otherwise that framework's from_dlpack(t), looked up once. `t` may be anything dl.from_dlpack takes. The consumer
     sees t's READ_ONLY flag as with any export (PyTorch, which has no read-only tensors,
     takes the memory as its from_dlpack does)."""
     cdef Tensor tensor = t if type(t) is Tensor else tensor_from_object(t)

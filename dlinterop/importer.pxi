@@ -452,12 +452,16 @@ cdef extern from "numpy_route.h":
     int dli_numpy_init() noexcept
     int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim,
                        int* readonly) noexcept
+    PyObject* dli_numpy_wrap(const DLTensor* t, int readonly, PyObject* base) noexcept
 
 cdef enum:
     NUMPY_ROUTE_UNDECIDED = -1
     NUMPY_ROUTE_OFF = 0
     NUMPY_ROUTE_ON = 1
 cdef int _numpy_route_state = NUMPY_ROUTE_UNDECIDED
+# The way back (dl.to_framework(t, like=numpy)): an ndarray made through the same C API,
+# with the Tensor as its base, once probes show it equal to np.from_dlpack's.
+cdef bint _numpy_handback_on = False
 
 
 cdef Tensor _import_numpy_native(object array):
@@ -493,6 +497,7 @@ cdef int _set_up_numpy_route(object numpy) except -1:
     if dli_numpy_init() != 0:
         PyErr_Clear()
         return 0
+    cdef list exported_views = []
     try:
         base = numpy.arange(24, dtype=numpy.float32).reshape(2, 3, 4)
         frozen = numpy.arange(6, dtype=numpy.int16)
@@ -506,10 +511,56 @@ cdef int _set_up_numpy_route(object numpy) except -1:
             exported = _tensor_from_capsule(probe.__dlpack__(max_version=_MAX_VERSION))
             if native is None or not _same_view(native, exported):
                 return 0
+            exported_views.append(exported)
     except Exception:
         return 0
     _numpy_route_state = NUMPY_ROUTE_ON
+    _set_up_numpy_handback(numpy, exported_views)
     return 0
+
+
+cdef int _set_up_numpy_handback(object numpy, list probes) except -1:
+    global _numpy_handback_on
+    cdef Tensor probe
+    try:
+        for probe in probes:
+            ours = _wrap_as_ndarray(probe)
+            theirs = numpy.from_dlpack(probe)
+            if (ours is None or type(ours) is not numpy.ndarray or ours.dtype != theirs.dtype
+                    or ours.shape != theirs.shape or ours.strides != theirs.strides
+                    or ours.flags.writeable != theirs.flags.writeable
+                    or ours.__array_interface__["data"] != theirs.__array_interface__["data"]):
+                return 0
+    except Exception:
+        return 0
+    _numpy_handback_on = True
+    return 0
+
+
+cdef object _wrap_as_ndarray(Tensor t):
+    cdef PyObject* raw = dli_numpy_wrap(
+        &t.dl, (t.flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0, <PyObject*>t)
+    if raw == NULL:
+        if PyErr_Occurred() != NULL:
+            raise_pending_error()
+        return None
+    result = <object>raw
+    Py_DecRef(raw)
+    return result
+
+
+cdef object numpy_array_from(Tensor t):
+    """An exact numpy.ndarray sharing t's memory (t is its base), equal to what
+    numpy.from_dlpack(t) makes but with no Python call; None where NumPy's from_dlpack
+    must decide (NumPy not imported, a device other than the CPU, a dtype outside NumPy's
+    builtin table, the route off)."""
+    if not _numpy_handback_on:
+        if _numpy_route_state != NUMPY_ROUTE_UNDECIDED:
+            return None
+        numpy = sys.modules.get("numpy")
+        if numpy is None or not _numpy_route_usable(numpy) or not _numpy_handback_on:
+            return None
+    return _wrap_as_ndarray(t)
 
 
 cdef bint _same_view(Tensor a, Tensor b):
@@ -532,12 +583,18 @@ def _numpy_route():
     return _numpy_route_state == NUMPY_ROUTE_ON
 
 
+def _numpy_handback():
+    """Testing aid: True when dl.to_framework(t, like=numpy) makes the ndarray natively."""
+    return _numpy_handback_on
+
+
 def _set_numpy_route(bint enabled):
     """Testing aid: switch the native NumPy route on (where it is built and its probes
     pass) or off, so that tests run through both routes; returns the previous setting."""
-    global _numpy_route_state, _last_producer_type, _last_producer
+    global _numpy_route_state, _last_producer_type, _last_producer, _numpy_handback_on
     previous = _numpy_route_state == NUMPY_ROUTE_ON
     _numpy_route_state = NUMPY_ROUTE_UNDECIDED if enabled else NUMPY_ROUTE_OFF
+    _numpy_handback_on = False     # decided again with the route
     numpy = sys.modules.get("numpy")
     if numpy is not None:
         _producers.pop(numpy.ndarray, None)

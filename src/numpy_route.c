@@ -93,6 +93,92 @@ int dli_numpy_view(PyObject *obj, DLTensor *out, int64_t *storage, int max_ndim,
     return 0;
 }
 
+
+/* NumPy's type for a DLPack dtype, as its from_dlpack maps them; -1 for the rest. */
+static int type_num_of(DLDataType dt)
+{
+    if (dt.lanes != 1) {
+        return -1;
+    }
+    switch (dt.code) {
+    case kDLBool:
+        return dt.bits == 8 ? NPY_BOOL : -1;
+    case kDLInt:
+        switch (dt.bits) {
+        case 8: return NPY_INT8;
+        case 16: return NPY_INT16;
+        case 32: return NPY_INT32;
+        case 64: return NPY_INT64;
+        }
+        return -1;
+    case kDLUInt:
+        switch (dt.bits) {
+        case 8: return NPY_UINT8;
+        case 16: return NPY_UINT16;
+        case 32: return NPY_UINT32;
+        case 64: return NPY_UINT64;
+        }
+        return -1;
+    case kDLFloat:
+        switch (dt.bits) {
+        case 16: return NPY_FLOAT16;
+        case 32: return NPY_FLOAT32;
+        case 64: return NPY_FLOAT64;
+        }
+        return -1;
+    case kDLComplex:
+        switch (dt.bits) {
+        case 64: return NPY_COMPLEX64;
+        case 128: return NPY_COMPLEX128;
+        }
+        return -1;
+    default:
+        return -1;
+    }
+}
+
+PyObject *dli_numpy_wrap(const DLTensor *t, int readonly, PyObject *base)
+{
+    npy_intp shape[NPY_MAXDIMS], strides[NPY_MAXDIMS];
+    PyArray_Descr *descr;
+    PyObject *array;
+    npy_intp itemsize;
+    int type_num = type_num_of(t->dtype);
+    int i;
+
+    /* An array from np.from_dlpack reports a pinned or managed capsule's device through
+     * its base: those stay with NumPy, as do dtypes and ranks its table does not have. */
+    if (type_num < 0 || t->device.device_type != kDLCPU || t->ndim < 0
+            || t->ndim > NPY_MAXDIMS) {
+        return NULL;
+    }
+    descr = PyArray_DescrFromType(type_num);
+    if (descr == NULL) {
+        return NULL;
+    }
+    itemsize = PyDataType_ELSIZE(descr);
+    for (i = 0; i < t->ndim; i++) {
+        shape[i] = (npy_intp)t->shape[i];
+        if (t->strides != NULL) {
+            strides[i] = (npy_intp)t->strides[i] * itemsize;
+        }
+    }
+    /* PyArray_NewFromDescr steals descr, on failure too. */
+    array = PyArray_NewFromDescr(&PyArray_Type, descr, t->ndim, shape,
+                                 t->strides != NULL ? strides : NULL,
+                                 (char *)t->data + t->byte_offset,
+                                 readonly ? 0 : NPY_ARRAY_WRITEABLE, NULL);
+    if (array == NULL) {
+        return NULL;
+    }
+    Py_INCREF(base);
+    if (PyArray_SetBaseObject((PyArrayObject *)array, base) < 0) {   /* steals base */
+        Py_DECREF(array);
+        return NULL;
+    }
+    return array;
+}
+
 #else   /* built without NumPy's headers: the route is absent */
 
 int dli_numpy_built(void) { return 0; }
@@ -108,6 +194,12 @@ int dli_numpy_view(PyObject *obj, DLTensor *out, int64_t *storage, int max_ndim,
 {
     (void)obj; (void)out; (void)storage; (void)max_ndim; (void)readonly;
     return 1;
+}
+
+PyObject *dli_numpy_wrap(const DLTensor *t, int readonly, PyObject *base)
+{
+    (void)t; (void)readonly; (void)base;
+    return NULL;
 }
 
 #endif

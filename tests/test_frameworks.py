@@ -3,6 +3,7 @@ handed back as its own type, borrowed views of inputs, argument checks; at Pytho
 at C level (the example downstream kernels, compiled here against the installed dlinterop)."""
 import gc
 import os
+import re
 import subprocess
 import sys
 
@@ -158,6 +159,80 @@ def test_to_framework_keeps_read_only():
 def test_to_framework_keeps_memory_alive():
     t = dl.full((1000,), 7.0, "float64")
     b = dl.to_framework(t, like="numpy")
+    del t
+    gc.collect()
+    assert b.sum() == 7000.0
+
+
+# dl.to_framework(t, like=numpy) makes the ndarray through NumPy's C API where the core's
+# NumPy route is built and its probes pass; otherwise np.from_dlpack does. Both must give
+# what np.from_dlpack(t) gives.
+
+@pytest.fixture(params=["native", "np.from_dlpack"])
+def numpy_handback(request):
+    native = request.param == "native"
+    if native and not dl.build_info()["numpy_route_built"]:
+        pytest.skip("built without NumPy's headers: there is no native hand-back")
+    previous = dl._core._set_numpy_route(native)
+    dl.from_dlpack(np.zeros(1))          # decides the route again
+    assert dl._core._numpy_handback() is native
+    yield native
+    dl._core._set_numpy_route(previous)
+
+
+def _handback_cases():
+    base = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)
+    frozen = np.arange(6, dtype=np.int32)
+    frozen.flags.writeable = False
+    cases = [base, base[:, ::2, 1:], base.transpose(2, 0, 1), base[::-1, :, ::-2],
+             base[:0], base[1, 2, 3, ...], frozen, np.zeros((3, 0, 2), np.uint8)]
+    cases += [np.arange(6).astype(t).reshape(2, 3)[:, ::-1] for t in (
+        np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+        np.uint64, np.float16, np.float32, np.complex64, np.complex128)]
+    return cases
+
+
+@pytest.mark.parametrize("case", range(len(_handback_cases())))
+def test_to_framework_numpy_is_what_np_from_dlpack_makes(numpy_handback, case):
+    t = dl.from_dlpack(_handback_cases()[case])
+    ours, theirs = dl.to_framework(t, like=np), np.from_dlpack(t)
+    assert type(ours) is np.ndarray
+    assert (ours.dtype, ours.shape, ours.strides) == (theirs.dtype, theirs.shape, theirs.strides)
+    assert ours.flags.writeable == theirs.flags.writeable
+    assert ours.__array_interface__["data"] == theirs.__array_interface__["data"]
+    assert ours.__dlpack_device__() == theirs.__dlpack_device__()
+    np.testing.assert_array_equal(ours, theirs)
+    if numpy_handback:
+        assert ours.base is t            # the Tensor keeps the memory alive, no capsule
+    else:
+        assert type(ours.base).__name__ == "PyCapsule"
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "complex32"])
+def test_to_framework_numpy_leaves_other_dtypes_to_np_from_dlpack(numpy_handback, name):
+    # Types outside NumPy's builtin table go to np.from_dlpack, whatever it makes of them:
+    # some NumPy versions take ml_dtypes' types through a registry, others refuse them.
+    pytest.importorskip("ml_dtypes")
+    t = dl.zeros((4,), name)
+    try:
+        theirs = np.from_dlpack(t)
+    except Exception as e:
+        with pytest.raises(type(e), match=re.escape(str(e))):
+            dl.to_framework(t, like=np)
+    else:
+        ours = dl.to_framework(t, like=np)
+        assert ours.dtype == theirs.dtype
+        assert ours.ctypes.data == theirs.ctypes.data == t.data_ptr
+
+
+def test_to_framework_numpy_native_keeps_the_tensor_alive(numpy_handback):
+    t = dl.full((1000,), 7.0, "float64")
+    before = sys.getrefcount(t)
+    b = dl.to_framework(t, like=np)
+    assert sys.getrefcount(t) == before + 1      # the array's base, or its capsule's export
+    del b
+    assert sys.getrefcount(t) == before
+    b = dl.to_framework(t, like=np)
     del t
     gc.collect()
     assert b.sum() == 7000.0
