@@ -460,8 +460,9 @@ cdef enum:
     NUMPY_ROUTE_ON = 1
 cdef int _numpy_route_state = NUMPY_ROUTE_UNDECIDED
 # The way back (dl.to_framework(t, like=numpy)): an ndarray made through the same C API,
-# with the Tensor as its base, once probes show it equal to np.from_dlpack's.
-cdef bint _numpy_handback_on = False
+# with the Tensor as its base, once probes show it equal to np.from_dlpack's. Decided on
+# its own: it does not depend on how this NumPy's __dlpack__ writes strides.
+cdef int _numpy_handback_state = NUMPY_ROUTE_UNDECIDED
 
 
 cdef Tensor _import_numpy_native(object array):
@@ -497,7 +498,6 @@ cdef int _set_up_numpy_route(object numpy) except -1:
     if dli_numpy_init() != 0:
         PyErr_Clear()
         return 0
-    cdef list exported_views = []
     try:
         base = numpy.arange(24, dtype=numpy.float32).reshape(2, 3, 4)
         frozen = numpy.arange(6, dtype=numpy.int16)
@@ -511,19 +511,30 @@ cdef int _set_up_numpy_route(object numpy) except -1:
             exported = _tensor_from_capsule(probe.__dlpack__(max_version=_MAX_VERSION))
             if native is None or not _same_view(native, exported):
                 return 0
-            exported_views.append(exported)
     except Exception:
         return 0
     _numpy_route_state = NUMPY_ROUTE_ON
-    _set_up_numpy_handback(numpy, exported_views)
     return 0
 
 
-cdef int _set_up_numpy_handback(object numpy, list probes) except -1:
-    global _numpy_handback_on
+cdef int _set_up_numpy_handback(object numpy) except -1:
+    global _numpy_handback_state
     cdef Tensor probe
+    _numpy_handback_state = NUMPY_ROUTE_OFF
+    if not dli_numpy_built():
+        return 0
+    if dli_numpy_init() != 0:
+        PyErr_Clear()
+        return 0
     try:
-        for probe in probes:
+        base = numpy.arange(24, dtype=numpy.float32).reshape(2, 3, 4)
+        frozen = numpy.arange(6, dtype=numpy.int16)
+        frozen.flags.writeable = False
+        arrays = [base, base[:, ::2, 1:], base.transpose(2, 0, 1), base[::-1, :1, ::-3],
+                  base[:0, :, ::2], base[1, 2, 3, ...], numpy.zeros((), bool), frozen,
+                  numpy.zeros(3, numpy.complex64)[::-1]]
+        for array in arrays:
+            probe = _tensor_from_capsule(array.__dlpack__(max_version=_MAX_VERSION))
             ours = _wrap_as_ndarray(probe)
             theirs = numpy.from_dlpack(probe)
             if (ours is None or type(ours) is not numpy.ndarray or ours.dtype != theirs.dtype
@@ -533,7 +544,7 @@ cdef int _set_up_numpy_handback(object numpy, list probes) except -1:
                 return 0
     except Exception:
         return 0
-    _numpy_handback_on = True
+    _numpy_handback_state = NUMPY_ROUTE_ON
     return 0
 
 
@@ -554,11 +565,16 @@ cdef object numpy_array_from(Tensor t):
     numpy.from_dlpack(t) makes but with no Python call; None where NumPy's from_dlpack
     must decide (NumPy not imported, a device other than the CPU, a dtype outside NumPy's
     builtin table, the route off)."""
-    if not _numpy_handback_on:
-        if _numpy_route_state != NUMPY_ROUTE_UNDECIDED:
+    if _numpy_handback_state != NUMPY_ROUTE_ON:
+        if _numpy_handback_state == NUMPY_ROUTE_OFF:
             return None
         numpy = sys.modules.get("numpy")
-        if numpy is None or not _numpy_route_usable(numpy) or not _numpy_handback_on:
+        if numpy is None:
+            return None
+        with _numpy_lock:
+            if _numpy_handback_state == NUMPY_ROUTE_UNDECIDED:
+                _set_up_numpy_handback(numpy)
+        if _numpy_handback_state != NUMPY_ROUTE_ON:
             return None
     return _wrap_as_ndarray(t)
 
@@ -585,16 +601,16 @@ def _numpy_route():
 
 def _numpy_handback():
     """Testing aid: True when dl.to_framework(t, like=numpy) makes the ndarray natively."""
-    return _numpy_handback_on
+    return _numpy_handback_state == NUMPY_ROUTE_ON
 
 
 def _set_numpy_route(bint enabled):
     """Testing aid: switch the native NumPy route on (where it is built and its probes
     pass) or off, so that tests run through both routes; returns the previous setting."""
-    global _numpy_route_state, _last_producer_type, _last_producer, _numpy_handback_on
+    global _numpy_route_state, _last_producer_type, _last_producer, _numpy_handback_state
     previous = _numpy_route_state == NUMPY_ROUTE_ON
     _numpy_route_state = NUMPY_ROUTE_UNDECIDED if enabled else NUMPY_ROUTE_OFF
-    _numpy_handback_on = False     # decided again with the route
+    _numpy_handback_state = NUMPY_ROUTE_UNDECIDED if enabled else NUMPY_ROUTE_OFF
     numpy = sys.modules.get("numpy")
     if numpy is not None:
         _producers.pop(numpy.ndarray, None)

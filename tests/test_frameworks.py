@@ -174,7 +174,7 @@ def numpy_handback(request):
     if native and not dl.build_info()["numpy_route_built"]:
         pytest.skip("built without NumPy's headers: there is no native hand-back")
     previous = dl._core._set_numpy_route(native)
-    dl.from_dlpack(np.zeros(1))          # decides the route again
+    dl.to_framework(dl.zeros(1), like=np)    # decides the hand-back again
     assert dl._core._numpy_handback() is native
     yield native
     dl._core._set_numpy_route(previous)
