@@ -485,8 +485,8 @@ def to_framework(t, like):
     "cupy", ...). Where the type publishes the DLPack C exchange API (PyTorch) the hand-back
     is a C call (managed_tensor_to_py_object_no_sync); for NumPy the core makes the ndarray
     through NumPy's C API, as np.from_dlpack(t) would but with t itself as its base;
-    otherwise that framework's from_dlpack(t), looked up once. `t` may be anything dl.from_dlpack takes. The consumer
-    sees t's READ_ONLY flag as with any export (PyTorch, which has no read-only tensors,
+    otherwise that framework's from_dlpack(t), looked up once. `t` may be anything
+    dl.from_dlpack takes. The consumer sees t's READ_ONLY flag as with any export (PyTorch, which has no read-only tensors,
     takes the memory as its from_dlpack does)."""
     cdef Tensor tensor = t if type(t) is Tensor else tensor_from_object(t)
     return to_framework_c(tensor, like)

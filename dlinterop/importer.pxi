@@ -490,22 +490,34 @@ cdef bint _numpy_route_usable(object numpy) except -1:
     return _numpy_route_state == NUMPY_ROUTE_ON
 
 
+cdef bint _numpy_api_ready():
+    """NumPy's C API imported (a no-op once done); False where the build lacks it."""
+    if not dli_numpy_built():
+        return False
+    if dli_numpy_init() != 0:
+        PyErr_Clear()
+        return False
+    return True
+
+
+cdef list _numpy_probe_arrays(object numpy):
+    """The layouts, dtypes and flags on which both NumPy routes must agree with NumPy."""
+    base = numpy.arange(24, dtype=numpy.float32).reshape(2, 3, 4)
+    frozen = numpy.arange(6, dtype=numpy.int16)
+    frozen.flags.writeable = False
+    return [base, base[:, ::2, 1:], base.transpose(2, 0, 1), base[:, :1, ::3],
+            base[:0, :, ::2], base[:1, 1:2, ::4], base[1, 2, 3:3], base[1, 2, 3, ...],
+            base[::-1, :1, ::-3], numpy.zeros((), bool), frozen,
+            numpy.zeros(3, numpy.complex64)[::-1]]
+
+
 cdef int _set_up_numpy_route(object numpy) except -1:
     global _numpy_route_state
     _numpy_route_state = NUMPY_ROUTE_OFF
-    if not dli_numpy_built():
-        return 0
-    if dli_numpy_init() != 0:
-        PyErr_Clear()
+    if not _numpy_api_ready():
         return 0
     try:
-        base = numpy.arange(24, dtype=numpy.float32).reshape(2, 3, 4)
-        frozen = numpy.arange(6, dtype=numpy.int16)
-        frozen.flags.writeable = False
-        probes = [base, base[:, ::2, 1:], base.transpose(2, 0, 1), base[:, :1, ::3],
-                  base[:0, :, ::2], base[:1, 1:2, ::4], base[1, 2, 3:3], base[1, 2, 3, ...],
-                  numpy.zeros((), bool),
-                  frozen, numpy.zeros(3, numpy.complex64)[::-1]]
+        probes = _numpy_probe_arrays(numpy)
         for probe in probes:
             native = _import_numpy_native(probe)
             exported = _tensor_from_capsule(probe.__dlpack__(max_version=_MAX_VERSION))
@@ -521,18 +533,10 @@ cdef int _set_up_numpy_handback(object numpy) except -1:
     global _numpy_handback_state
     cdef Tensor probe
     _numpy_handback_state = NUMPY_ROUTE_OFF
-    if not dli_numpy_built():
-        return 0
-    if dli_numpy_init() != 0:
-        PyErr_Clear()
+    if not _numpy_api_ready():
         return 0
     try:
-        base = numpy.arange(24, dtype=numpy.float32).reshape(2, 3, 4)
-        frozen = numpy.arange(6, dtype=numpy.int16)
-        frozen.flags.writeable = False
-        arrays = [base, base[:, ::2, 1:], base.transpose(2, 0, 1), base[::-1, :1, ::-3],
-                  base[:0, :, ::2], base[1, 2, 3, ...], numpy.zeros((), bool), frozen,
-                  numpy.zeros(3, numpy.complex64)[::-1]]
+        arrays = _numpy_probe_arrays(numpy)
         for array in arrays:
             probe = _tensor_from_capsule(array.__dlpack__(max_version=_MAX_VERSION))
             ours = _wrap_as_ndarray(probe)
