@@ -21,6 +21,7 @@ from libc.string cimport memcpy, memset, strcmp
 
 from dlinterop.dlpack cimport *
 from dlinterop._cuda_table cimport dli_cuda_table
+from dlinterop._threadsafe cimport dict_get, type_version
 
 import math
 import operator
@@ -42,8 +43,6 @@ cdef extern from "Python.h":
     ctypedef struct PyTypeObject:
         PyObject* tp_dict
         unsigned long tp_flags
-        unsigned int tp_version_tag
-    unsigned long Py_TPFLAGS_VALID_VERSION_TAG
     PyObject* PyObject_Vectorcall_raw "PyObject_Vectorcall"(
         PyObject* callable, PyObject** args, size_t nargsf, PyObject* kwnames) noexcept
     void PyType_Modified(PyTypeObject*)

@@ -3,12 +3,14 @@
 compiler, with the CUDA runtime linked statically: it imports where there is no toolkit,
 driver or GPU, and then reports device_count() == 0."""
 
+cimport cython
 from libc.stdint cimport int32_t, int64_t, uintptr_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
 from dlinterop.dlpack cimport DLDevice, DLDeviceType
 from dlinterop._cuda_table cimport dli_cuda_table
+from dlinterop._threadsafe cimport dict_get
 
 from dlinterop.cuda import CUDAError, CUDAOutOfMemoryError
 
@@ -48,18 +50,20 @@ cdef int check(int err) except -1:
 
 
 # ---- statistics per (memory kind, device) -------------------------------------------------
-# Changed only while holding the GIL, except by the nogil free below, which the GIL-free
-# exchange-API allocator's deleter uses; those frees are counted when the GIL is next taken.
+# Changed only while holding the GIL (and, where there is none, inside a critical section
+# on the entry), except by the nogil free below, which the GIL-free exchange-API
+# allocator's deleter uses; those frees are counted when the GIL is next taken.
 
 cdef dict _stats = {}
 
 
 cdef dict _stats_for(int kind, int device):
     key = (kind, device)
-    entry = _stats.get(key)
+    entry = dict_get(_stats, key)
     if entry is None:
-        entry = _stats[key] = {"live_buffers": 0, "live_bytes": 0, "peak_bytes": 0,
-                               "total_allocations": 0, "live_exports": 0}
+        # setdefault: of two threads adding one key, both count into the entry kept.
+        entry = _stats.setdefault(key, {"live_buffers": 0, "live_bytes": 0, "peak_bytes": 0,
+                                        "total_allocations": 0, "live_exports": 0})
     return entry
 
 
@@ -75,10 +79,11 @@ def alloc(size_t nbytes, int kind, int device, bint zero):
         err = dli_cuda_malloc(kind, device, nbytes, zero, stream, &ptr)
     check(err)
     entry = _stats_for(kind, device)
-    entry["live_buffers"] += 1
-    entry["live_bytes"] += nbytes
-    entry["total_allocations"] += 1
-    entry["peak_bytes"] = max(entry["peak_bytes"], entry["live_bytes"])
+    with cython.critical_section(entry):
+        entry["live_buffers"] += 1
+        entry["live_bytes"] += nbytes
+        entry["total_allocations"] += 1
+        entry["peak_bytes"] = max(entry["peak_bytes"], entry["live_bytes"])
     return <uintptr_t>ptr
 
 
@@ -91,8 +96,9 @@ def release(uintptr_t ptr, size_t nbytes, int kind, int device):
     """Frees memory from alloc() and updates the statistics."""
     free_nogil(<void*>ptr, nbytes, _dldevice(kind, device))
     entry = _stats_for(kind, device)
-    entry["live_buffers"] -= 1
-    entry["live_bytes"] -= nbytes
+    with cython.critical_section(entry):
+        entry["live_buffers"] -= 1
+        entry["live_bytes"] -= nbytes
 
 
 cdef DLDevice _dldevice(int kind, int device):

@@ -16,6 +16,7 @@ from libc.stdint cimport INT64_MAX, int64_t, uint8_t
 from libc.string cimport strncpy
 
 from dlinterop.dlpack cimport *
+from dlinterop._threadsafe cimport dict_get
 from dlinterop._core cimport (
     DType, Device, Tensor, borrow_dltensor, device_from_dl, device_from_object, dtype_from_dl,
     empty_tensor, exchange_api_of, numpy_array_from, order_for_consumer, raise_pending_error,
@@ -424,7 +425,7 @@ cdef _Adapter _resolve(object like):
     if not FREE_THREADED and <PyObject*>cls == _last_type:
         return _last_adapter
     if isinstance(like, str) or isinstance(like, types.ModuleType) or isinstance(like, type):
-        a = _adapters.get(like)
+        a = dict_get(_adapters, like)
         if a is None:
             if isinstance(like, str):
                 try:
@@ -438,7 +439,7 @@ cdef _Adapter _resolve(object like):
                 a = _adapter_for_module(like)
             _adapters[like] = a
         return a
-    a = _adapters.get(cls)
+    a = dict_get(_adapters, cls)
     if a is None:
         a = _adapter_for_type(cls)
         _adapters[cls] = a

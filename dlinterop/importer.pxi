@@ -223,24 +223,32 @@ cdef class _Producer:
 cdef dict _producers = {}
 cdef PyObject* _last_producer_type = NULL
 cdef _Producer _last_producer = None
+# How many times a producer type has been described (a testing aid's count; on
+# free-threaded builds a racing increment may be lost, which the tests allow for).
+cdef Py_ssize_t _producer_descriptions = 0
 
 
-cdef inline bint _still_valid(PyTypeObject* tp, unsigned int tag) noexcept:
-    return tag != 0 and tp.tp_version_tag == tag and (
-        tp.tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) != 0
+def _producer_descriptions_made():
+    """Testing aid: how many times the importer has described a producer type (its
+    per-type cache missed, or the type changed since)."""
+    return _producer_descriptions
+
+
+cdef inline bint _still_valid(type cls, unsigned int tag) noexcept:
+    return tag != 0 and type_version(cls) == tag
 
 
 cdef _Producer _producer_of(type cls):
     global _last_producer_type, _last_producer
     cdef _Producer p
     # The one-entry cache is two globals: without a GIL another thread could change one
-    # between our reads of the two, so free-threaded builds use the dict alone (its get
-    # returns a reference of our own).
+    # between our reads of the two, so free-threaded builds use the dict alone, through
+    # dict_get (a reference of our own: another thread may replace the entry meanwhile).
     if (not DLI_FREE_THREADED and <PyObject*>cls == _last_producer_type
-            and _still_valid(<PyTypeObject*>cls, _last_producer.version_tag)):
+            and _still_valid(cls, _last_producer.version_tag)):
         return _last_producer
-    p = _producers.get(cls)
-    if p is None or not _still_valid(<PyTypeObject*>cls, p.version_tag):
+    p = dict_get(_producers, cls)
+    if p is None or not _still_valid(cls, p.version_tag):
         p = _describe_producer(cls)
         _producers[cls] = p
     if not DLI_FREE_THREADED:
@@ -250,6 +258,7 @@ cdef _Producer _producer_of(type cls):
 
 
 cdef _Producer _describe_producer(type cls):
+    global _producer_descriptions
     cdef _Producer p = _Producer.__new__(_Producer)
     p.api = <const DLPackExchangeAPI*>_lookup_exchange_api(cls)
     method = None
@@ -270,8 +279,8 @@ cdef _Producer _describe_producer(type cls):
     p.numpy_native = (numpy is not None and cls is getattr(numpy, "ndarray", None)
                       and _numpy_route_usable(numpy))
     getattr(cls, "__dlpack__", None)   # a type lookup assigns the version tag if it has none
-    p.version_tag = (<PyTypeObject*>cls).tp_version_tag if (
-        (<PyTypeObject*>cls).tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) else 0
+    p.version_tag = type_version(cls)
+    _producer_descriptions += 1
     return p
 
 

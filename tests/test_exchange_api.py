@@ -41,6 +41,7 @@ import numpy as np
 import pytest
 
 import dlinterop as dl
+from dlinterop import _core
 from forge import (
     DELETER_VERSIONED,
     READ_ONLY,
@@ -698,6 +699,35 @@ def test_cache_follows_changes_to_the_type():
     cls.__dlpack_c_exchange_api__ = None
     dl.from_dlpack(cls())
     assert (table.calls, cls.dlpack_calls) == (1, 1)
+
+
+@pytest.mark.parametrize("kind", ["numpy.ndarray", "Python class", "ndarray subclass"])
+def test_cache_describes_a_type_once_until_it_changes(kind):
+    """Imports of one type describe it once; a change to the type, once more. CPython 3.13
+    stopped setting Py_TPFLAGS_VALID_VERSION_TAG, which the cache once required: there every
+    import described its producer afresh (and, on free-threaded builds, replaced the cache
+    entry under other threads' feet)."""
+    array = np.arange(6.0)
+    if kind == "numpy.ndarray":
+        cls, make = np.ndarray, lambda: array
+    elif kind == "Python class":
+        # Not producer_type(): its call counter is a class attribute, a change per call.
+        cls = type("Plain", (), {"__dlpack__": lambda self, **kw: array.__dlpack__(**kw),
+                                 "__dlpack_device__": lambda self: (CPU, 0)})
+        make = cls
+    else:
+        cls = type("Sub", (np.ndarray,), {})
+        make = lambda: array.view(cls)  # noqa: E731
+    dl.from_dlpack(make())
+    before = _core._producer_descriptions_made()
+    for _ in range(50):
+        assert dl.from_dlpack(make()).data_ptr == array.ctypes.data
+    assert _core._producer_descriptions_made() == before
+    if kind != "numpy.ndarray":
+        cls.marker = 1                      # a new version tag
+        dl.from_dlpack(make())
+        dl.from_dlpack(make())
+        assert _core._producer_descriptions_made() == before + 1
 
 
 def test_cache_tells_types_apart():

@@ -435,6 +435,56 @@ def test_producer_cache_mutated_while_importing():
     assert sum(imports) == THREADS * (ITERATIONS // 4)
 
 
+def test_producer_entry_replaced_while_many_threads_import():
+    """Regression (free-threaded 3.13, 64 threads): the per-type cache entry one thread
+    read was freed by another that replaced it (Cython's dict.get lends its reference),
+    and on 3.13 every import replaced it (its version-tag check read a flag 3.13 no longer
+    sets); it crashed in about half the runs, mostly within a second. Here a C-speed
+    producer type (an ndarray subclass) changes under many importing threads, each change
+    making the next import replace the entry. Three subprocesses: the failure was a
+    crash."""
+    code = textwrap.dedent(f"""
+        import sys, threading, numpy as np, dlinterop as dl
+        sys.setswitchinterval(1e-6)
+        Sub = type("Sub", (np.ndarray,), {{}})
+        views = [np.arange(8.0).view(Sub) for _ in range(4)]
+        pointers = [v.__array_interface__["data"][0] for v in views]
+        stop = threading.Event()
+        barrier = threading.Barrier({8 * THREADS})
+        failures = []
+
+        def mutate():
+            n = 0
+            while not stop.is_set():
+                Sub.marker = n      # a new version tag: the next import re-describes Sub
+                n += 1
+
+        def worker():
+            barrier.wait()
+            try:
+                for i in range({5000 // _SHARE}):
+                    assert dl.from_dlpack(views[i & 3]).data_ptr == pointers[i & 3]
+            except BaseException as e:
+                failures.append(repr(e))
+
+        mutator = threading.Thread(target=mutate)
+        mutator.start()
+        threads = [threading.Thread(target=worker) for _ in range({8 * THREADS})]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        stop.set()
+        mutator.join()
+        print(failures)
+    """)
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr[-4000:]
+        assert out.stdout.strip() == "[]"
+
+
 # --------------------------------------------------------------------------------------
 # The whole file under pytest-run-parallel
 # --------------------------------------------------------------------------------------
