@@ -469,14 +469,17 @@ cdef object to_framework_c(Tensor t, object like):
     cdef _Adapter a = _resolve(like)
     if a.identity:
         return t
-    if a.table_type is not None:
-        api = exchange_api_of(<type>a.table_type)
-        if api != NULL and api.managed_tensor_to_py_object_no_sync != NULL:
-            return _through_table(t, api)
+    # NumPy first: the core's own hand-back is probed equal to np.from_dlpack and costs
+    # less than any table call (and ndarray publishes no table today, so looking one up
+    # first would be a wasted cache probe on every call).
     if a.numpy_native:
         result = numpy_array_from(t)
         if result is not None:
             return result
+    if a.table_type is not None:
+        api = exchange_api_of(<type>a.table_type)
+        if api != NULL and api.managed_tensor_to_py_object_no_sync != NULL:
+            return _through_table(t, api)
     return a.from_dlpack(t)
 
 
@@ -487,7 +490,7 @@ def to_framework(t, like):
     is a C call (managed_tensor_to_py_object_no_sync); for NumPy the core makes the ndarray
     through NumPy's C API, as np.from_dlpack(t) would but with t itself as its base;
     otherwise that framework's from_dlpack(t), looked up once. `t` may be anything
-    dl.from_dlpack takes. The consumer sees t's READ_ONLY flag as with any export (PyTorch, which has no read-only tensors,
-    takes the memory as its from_dlpack does)."""
+    dl.from_dlpack takes. The consumer sees t's READ_ONLY flag as with any export
+    (PyTorch, which has no read-only tensors, takes the memory as its from_dlpack does)."""
     cdef Tensor tensor = t if type(t) is Tensor else tensor_from_object(t)
     return to_framework_c(tensor, like)
