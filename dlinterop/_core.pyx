@@ -116,11 +116,26 @@ cdef extern from *:
         *(volatile Py_ssize_t *)p = v;
     #endif
     }
+    /* An exact int's value when it fits one digit (every version number a consumer
+       passes), read without a call: 1 with *out set, else 0 (use PyLong_AsLong...). */
+    static inline int dli_small_long(PyObject *o, long *out) {
+        if (!PyLong_CheckExact(o)) return 0;
+    #if PY_VERSION_HEX >= 0x030C0000
+        if (!PyUnstable_Long_IsCompact((PyLongObject *)o)) return 0;
+        *out = (long)PyUnstable_Long_CompactValue((PyLongObject *)o);
+    #else
+        Py_ssize_t size = Py_SIZE(o);
+        if (size < -1 || size > 1) return 0;
+        *out = (long)size * (long)((PyLongObject *)o)->ob_digit[0];
+    #endif
+        return 1;
+    }
     """
     const bint DLI_FREE_THREADED
     void dli_atomic_add(Py_ssize_t* p, Py_ssize_t v) noexcept nogil
     Py_ssize_t dli_atomic_load(const Py_ssize_t* p) noexcept nogil
     void dli_atomic_store(Py_ssize_t* p, Py_ssize_t v) noexcept nogil
+    bint dli_small_long(PyObject* o, long* out) noexcept
 
 # One lock per one-time set-up (the CUDA module, PyTorch's bit readers, the NumPy route).
 cdef cython.pymutex _cuda_lock

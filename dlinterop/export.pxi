@@ -94,7 +94,8 @@ cdef void _legacy_deleter(DLManagedTensor* m) noexcept nogil:
 
 cdef inline bint _unconsumed(PyObject* capsule, const char* ours) noexcept:
     cdef const char* name = PyCapsule_GetName_raw(capsule)
-    return name == ours or (name != NULL and strcmp(name, ours) == 0)
+    # The first byte tells "used_..." from ours without a call.
+    return name == ours or (name != NULL and name[0] == ours[0] and strcmp(name, ours) == 0)
 
 
 cdef void _versioned_capsule_destructor(PyObject* capsule) noexcept:
@@ -120,10 +121,17 @@ cdef void _legacy_capsule_destructor(PyObject* capsule) noexcept:
 
 
 cdef inline void _copy_layout(DLTensor* dst, const DLTensor* src, int64_t* storage) noexcept nogil:
+    cdef int i
     dst[0] = src[0]
     if src.ndim > 0:
-        memcpy(storage, src.shape, src.ndim * sizeof(int64_t))
-        memcpy(storage + src.ndim, src.strides, src.ndim * sizeof(int64_t))
+        if src.ndim <= 2:
+            # The common ranks by hand: two memcpy calls cost more than the copies.
+            for i in range(src.ndim):
+                storage[i] = src.shape[i]
+                storage[src.ndim + i] = src.strides[i]
+        else:
+            memcpy(storage, src.shape, src.ndim * sizeof(int64_t))
+            memcpy(storage + src.ndim, src.strides, src.ndim * sizeof(int64_t))
         dst.shape = storage
         dst.strides = storage + src.ndim
     else:
@@ -206,12 +214,14 @@ cdef int _negotiated_minor(object max_version) except -2:
             or not isinstance(<object>PyTuple_GET_ITEM(max_version, 1), int)):
         raise TypeError(f"max_version must be a (major, minor) tuple of ints, got {max_version!r}")
     # Out-of-range ints saturate: they only ever mean "newest" or "too old".
-    major = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(max_version, 0), &overflow)
-    if overflow:
-        major = overflow * 2
-    minor = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(max_version, 1), &overflow)
-    if overflow:
-        minor = overflow * DLPACK_MINOR_VERSION
+    if not dli_small_long(PyTuple_GET_ITEM(max_version, 0), &major):
+        major = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(max_version, 0), &overflow)
+        if overflow:
+            major = overflow * 2
+    if not dli_small_long(PyTuple_GET_ITEM(max_version, 1), &minor):
+        minor = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(max_version, 1), &overflow)
+        if overflow:
+            minor = overflow * DLPACK_MINOR_VERSION
     if major < 1:
         return -1
     if major > 1 or minor >= DLPACK_MINOR_VERSION:

@@ -112,6 +112,25 @@ def test_versioned_capsule_is_stamped_with_negotiated_version(max_version):
     assert m.deleter
 
 
+@pytest.mark.parametrize(("max_version", "expected"), [
+    ((1, 1), (1, 1)), ((1, 2**40), (1, 3)), ((1, 2**70), (1, 3)), ((2**70, 0), (1, 3)),
+    ((3, -5), (1, 3)), ((1, -1), (1, 0)), ((1, -2**70), (1, 0)), ((True, False), (1, 0)),
+    ((0, 7), None), ((-1, 3), None), ((-2**70, 9), None), ((2**30, 1), (1, 3)),
+])
+def test_max_version_parts_of_any_size(max_version, expected):
+    # Small ints are read inline, others through PyLong_AsLongAndOverflow (saturating):
+    # both must negotiate alike.
+    capsule = dl.zeros((3, 2, 2)).__dlpack__(max_version=max_version)
+    m = managed_struct(capsule)
+    if expected is None:
+        assert capsule_name(capsule) == "dltensor"
+    else:
+        assert capsule_name(capsule) == "dltensor_versioned"
+        assert (m.version.major, m.version.minor) == expected
+    assert [m.dl_tensor.shape[i] for i in range(3)] == [3, 2, 2]
+    assert [m.dl_tensor.strides[i] for i in range(3)] == [4, 2, 1]
+
+
 @pytest.mark.parametrize("versioned", [False, True])
 def test_to_dlpack_name_and_version(versioned):
     t = dl.zeros((4,))
