@@ -118,6 +118,9 @@ cdef extern from *:
     }
     /* An exact int's value when it fits one digit (every version number a consumer
        passes), read without a call: 1 with *out set, else 0 (use PyLong_AsLong...). */
+    #if PY_VERSION_HEX < 0x030B0000
+    #include "longintrepr.h"   /* 3.10's Python.h leaves the digit layout out */
+    #endif
     static inline int dli_small_long(PyObject *o, long *out) {
         if (!PyLong_CheckExact(o)) return 0;
     #if PY_VERSION_HEX >= 0x030C0000
