@@ -88,13 +88,9 @@ cdef extern from "runtime.h" nogil:
 # atomics, a lock for the one-time set-ups, and a critical section per capsule consumed.
 cdef extern from *:
     """
-    #ifdef Py_GIL_DISABLED
-    #define DLI_FREE_THREADED 1
-    #else
-    #define DLI_FREE_THREADED 0
-    #endif
-    /* With a GIL the GIL orders these already: plain accesses, no locked instruction
-       (a lock-prefixed add costs tens of cycles on every export and release). */
+    /* DLI_FREE_THREADED comes from _threadsafe.pxd. With a GIL the GIL orders these
+       already: plain accesses, no locked instruction (a lock-prefixed add costs tens of
+       cycles on every export and release). */
     static inline void dli_atomic_add(Py_ssize_t *p, Py_ssize_t v) {
     #if DLI_FREE_THREADED
         __atomic_fetch_add(p, v, __ATOMIC_RELAXED);

@@ -4,6 +4,14 @@
 
 cdef extern from *:
     """
+    /* 1 on a free-threaded (no GIL) build of CPython: what a GIL would order needs an
+       atomic, a lock or a critical section there. */
+    #ifdef Py_GIL_DISABLED
+    #define DLI_FREE_THREADED 1
+    #else
+    #define DLI_FREE_THREADED 0
+    #endif
+
     /* dict.get(key) as a reference of the caller's own. PyDict_GetItemWithError (what
        Cython 3.3 compiles dict.get to, then Py_INCREF) lends its reference: without a GIL
        another thread that replaces or removes the entry can free the value between the
@@ -39,5 +47,6 @@ cdef extern from *:
     #endif
     }
     """
+    const bint FREE_THREADED "DLI_FREE_THREADED"
     object dict_get "dli_dict_get" (dict d, object key)
     unsigned int type_version "dli_type_version" (object type) noexcept

@@ -16,7 +16,7 @@ from libc.stdint cimport INT64_MAX, int64_t, uint8_t
 from libc.string cimport strncpy
 
 from dlinterop.dlpack cimport *
-from dlinterop._threadsafe cimport dict_get
+from dlinterop._threadsafe cimport FREE_THREADED, dict_get
 from dlinterop._core cimport (
     DType, Device, Tensor, borrow_dltensor, device_from_dl, device_from_object, dtype_from_dl,
     empty_tensor, exchange_api_of, numpy_array_from, order_for_consumer, raise_pending_error,
@@ -35,16 +35,6 @@ cdef extern from "Python.h":
 
 cdef enum:
     MAX_NDIM = 64
-
-cdef extern from *:
-    """
-    #ifdef Py_GIL_DISABLED
-    #define DLI_FRAMEWORKS_FREE_THREADED 1
-    #else
-    #define DLI_FRAMEWORKS_FREE_THREADED 0
-    #endif
-    """
-    const bint FREE_THREADED "DLI_FRAMEWORKS_FREE_THREADED"
 
 
 # ---- argument checks --------------------------------------------------------------------
