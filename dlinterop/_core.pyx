@@ -21,7 +21,7 @@ from libc.string cimport memcpy, memset, strcmp
 
 from dlinterop.dlpack cimport *
 from dlinterop._cuda_table cimport dli_cuda_table
-from dlinterop._threadsafe cimport dict_get, type_version
+from dlinterop._threadsafe cimport FREE_THREADED, dict_get, type_version
 
 import math
 import operator
@@ -130,7 +130,6 @@ cdef extern from *:
         return 1;
     }
     """
-    const bint DLI_FREE_THREADED
     void dli_atomic_add(Py_ssize_t* p, Py_ssize_t v) noexcept nogil
     Py_ssize_t dli_atomic_load(const Py_ssize_t* p) noexcept nogil
     void dli_atomic_store(Py_ssize_t* p, Py_ssize_t v) noexcept nogil

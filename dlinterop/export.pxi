@@ -27,7 +27,7 @@ cdef int _free_block_count = 0
 cdef inline void* _block_alloc(int ndim) noexcept nogil:
     global _free_block_count
     if ndim <= SMALL_NDIM:
-        if not DLI_FREE_THREADED and _free_block_count > 0:
+        if not FREE_THREADED and _free_block_count > 0:
             _free_block_count -= 1
             return _free_blocks[_free_block_count]
         return PyMem_Malloc(SMALL_BLOCK_BYTES)
@@ -36,7 +36,7 @@ cdef inline void* _block_alloc(int ndim) noexcept nogil:
 
 cdef inline void _block_free(void* block, int ndim) noexcept nogil:
     global _free_block_count
-    if not DLI_FREE_THREADED and ndim <= SMALL_NDIM and _free_block_count < FREE_BLOCKS:
+    if not FREE_THREADED and ndim <= SMALL_NDIM and _free_block_count < FREE_BLOCKS:
         _free_blocks[_free_block_count] = block
         _free_block_count += 1
     else:

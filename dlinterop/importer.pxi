@@ -244,14 +244,14 @@ cdef _Producer _producer_of(type cls):
     # The one-entry cache is two globals: without a GIL another thread could change one
     # between our reads of the two, so free-threaded builds use the dict alone, through
     # dict_get (a reference of our own: another thread may replace the entry meanwhile).
-    if (not DLI_FREE_THREADED and <PyObject*>cls == _last_producer_type
+    if (not FREE_THREADED and <PyObject*>cls == _last_producer_type
             and _still_valid(cls, _last_producer.version_tag)):
         return _last_producer
     p = dict_get(_producers, cls)
     if p is None or not _still_valid(cls, p.version_tag):
         p = _describe_producer(cls)
         _producers[cls] = p
-    if not DLI_FREE_THREADED:
+    if not FREE_THREADED:
         _last_producer_type = <PyObject*>cls
         _last_producer = p
     return p
