@@ -527,6 +527,51 @@ def import_rows(libraries, mode):
     return [importtime, delta]
 
 
+def process_rows(libraries, mode_name):
+    """256 MiB of float32 to a child and back (benchmarks/processes.py): a shared dl.Tensor
+    beside a torch tensor in shared memory and a NumPy array pickled by value."""
+    try:
+        from benchmarks import processes
+    except ImportError:       # run as a script: this file's folder is on sys.path
+        import processes
+    repeats = {"smoke": 1, "quick": 3, "full": 7}[mode_name]
+    elements = processes.ELEMENTS if mode_name != "smoke" else 1 << 16
+    size = f"{elements * 4 // MIB} MiB" if elements * 4 >= MIB else f"{elements * 4 // 1024} KiB"
+    kinds = [k for k in ("dlinterop", "torch", "numpy") if k == "dlinterop" or k in libraries]
+    rows = []
+    measures = [
+        (f"ProcessPoolExecutor (fork), {size} there and back",
+         lambda kind: processes.executor_round_trip_ms(kind, "fork", repeats, elements)),
+        (f"ProcessPoolExecutor (spawn), {size} there and back",
+         lambda kind: processes.executor_round_trip_ms(kind, "spawn", repeats, elements)),
+        (f"multiprocessing.Queue (fork), {size} there and back",
+         lambda kind: processes.queue_round_trip_ms(kind, repeats, elements)),
+    ]
+    # A target is set only where its reference was measured (a Python without torch, say).
+    def target(limit, reference):
+        return Target(limit, reference=reference) if reference in kinds else None
+
+    for name, measure in measures:
+        row = Row("processes", name, {k: f"{k}: {name}" for k in kinds},
+                  target(1.0, "torch"), unit="ms")
+        for kind in kinds:
+            try:
+                row.values[kind] = measure(kind)
+            except Exception as e:          # a peer that cannot do it: reported, not fatal
+                row.errors[kind] = f"{type(e).__name__}: {e}"
+        rows.append(row)
+        rows.append(Row("processes", "  same, against NumPy by value", dict(row.statements),
+                        target(0.05, "numpy"), unit="ms", values=row.values,
+                        values_from=row))
+    loaded = [k for k in ("dlinterop", "numpy") if k in kinds]
+    loads = Row("processes", f"pickle.loads of a protocol-4 pickle, {size}",
+                {k: f"pickle.loads({k})" for k in loaded}, target(1.0, "numpy"), unit="ms")
+    for kind in loaded:
+        loads.values[kind] = processes.pickle_loads_ms(kind, repeats, elements)
+    rows.append(loads)
+    return rows
+
+
 # ------------------------------------------------------------------------------ report
 
 SECTION_TITLES = {
@@ -542,6 +587,7 @@ SECTION_TITLES = {
                "(one float32 tensor in, a new one of the caller's type out)",
     "scaling": "Size scaling: dlinterop exchanges at 1 element and at 64 MiB (float32)",
     "import time": "Import time (ms, fresh subprocess) and RSS growth (KiB) over round trips",
+    "processes": "Across processes (ms per round trip, median): column = what is sent",
 }
 
 
@@ -688,8 +734,10 @@ def main(argv=None):
     for row in rows + exchange + way_out + scaling:
         time_row(row, ns, mode)
     other = []
+    processes = []
     live_exports = None
     if not args.pattern:
+        processes = process_rows(libraries, args.mode)
         other = import_rows(libraries, mode)
         memory, live_exports = memory_rows(ns, mode)
         other += memory
@@ -721,13 +769,17 @@ def main(argv=None):
     if scaling:
         print_table(scaling, ["1 element", "64 MiB"], SECTION_TITLES["scaling"], out,
                     with_ratio=False)
+    if processes:
+        print_table(processes, [c for c in ("dlinterop", "torch", "numpy")
+                                if any(c in r.values for r in processes)],
+                    SECTION_TITLES["processes"], out, with_ratio=False)
     if other:
         print_table(other, libraries, SECTION_TITLES["import time"], out, with_ratio=False)
         if live_exports is not None:
             print(f"dl.memory_stats()['live_exports'] change over the memory loops: "
                   f"{live_exports}", file=out)
 
-    summaries = [summarise(row) for row in rows + exchange + way_out + scaling + other]
+    summaries = [summarise(row) for row in rows + exchange + way_out + scaling + processes + other]
     judged = [s for s in summaries if s["target"] is not None]
     missed = [s["name"] for s in judged if s["target"]["met"] is False]
     unknown_verdict = [s["name"] for s in judged if s["target"]["met"] is None]

@@ -3,7 +3,10 @@
 - dlinterop's: examples/downstream's `identity` (Cython: a borrowed view of the input, an
   output from the caller's framework, handed back as the caller's type);
 - nanobind's: the same kernel with `nb::ndarray` (built from PyPI's nanobind, where it is
-  installed), once returning `nb::numpy` and once `nb::pytorch`.
+  installed), once returning `nb::numpy` and once `nb::pytorch`; beside them `ramp`, an
+  object of a class bound with nanobind that has `__dlpack__`, which the tests import to
+  prove that dlinterop's per-type caches let such a type die (nanobind reports leaked
+  types at exit).
 
 Both check the same constraints (float32, C-contiguous, CPU) and allocate a new output of
 the input's shape. Builds go to a cache folder outside the checkout, keyed by the sources'
@@ -28,6 +31,7 @@ NANOBIND_SOURCE = r"""
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <cstring>
+#include <vector>
 
 namespace nb = nanobind;
 using Input = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
@@ -45,9 +49,27 @@ static nb::ndarray<Framework, float> identity(Input x) {
     return nb::ndarray<Framework, float>(data, x.ndim(), shape, owner);
 }
 
+// A class bound with nanobind that produces DLPack tensors, as nanobind users write one.
+struct Ramp {
+    std::vector<float> values;
+};
+
 NB_MODULE(nb_kernels, m) {
     m.def("identity", &identity<nb::numpy>);
     m.def("identity_torch", &identity<nb::pytorch>);
+    nb::class_<Ramp>(m, "Ramp")
+        .def("__dlpack__", [](nb::handle self, nb::kwargs kwargs) {
+            Ramp &ramp = nb::cast<Ramp &>(self);
+            size_t shape[1] = {ramp.values.size()};
+            nb::ndarray<nb::array_api, float> array(ramp.values.data(), 1, shape, self);
+            return nb::cast(array).attr("__dlpack__")(**kwargs);
+        })
+        .def("__dlpack_device__", [](nb::handle) { return nb::make_tuple(1, 0); });
+    m.def("ramp", [](size_t n) {
+        Ramp ramp;
+        for (size_t i = 0; i < n; ++i) ramp.values.push_back((float)i);
+        return ramp;
+    });
 }
 """
 
@@ -69,11 +91,18 @@ def _key(*parts):
     return digest.hexdigest()[:16]
 
 
+_loaded = {}
+
+
 def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The extension module at `path`, loaded once (a second load would register its
+    nanobind types again)."""
+    if path not in _loaded:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _loaded[path] = module
+    return _loaded[path]
 
 
 def _compiler_base():
@@ -115,6 +144,15 @@ def build_cython_kernels():
 
 def build_nanobind_kernels():
     """The same kernel with nanobind's nb::ndarray; None when nanobind is not installed."""
+    path = build_nanobind_extension()
+    return None if path is None else _load("nb_kernels", path)
+
+
+def build_nanobind_extension(abort_on_leak=False):
+    """The path of the nanobind kernels' extension module, built if need be; None when
+    nanobind or a C++ compiler is missing. With `abort_on_leak`, built as nanobind's own
+    tests are (NB_ABORT_ON_LEAK): a process that imported it aborts at exit when a nanobind
+    type or instance is still alive, so load that one only in a child process."""
     try:
         import nanobind
     except ImportError:
@@ -124,7 +162,9 @@ def build_nanobind_kernels():
     combined = os.path.join(nanobind.source_dir(), "nb_combined.cpp")
     flags = ["-O2", "-std=c++17", "-fPIC", "-fvisibility=hidden", "-DNDEBUG",
              "-DNB_COMPACT_ASSERTIONS", "-I", sysconfig.get_paths()["include"],
-             "-I", include, "-I", robin_map]
+             "-I", include, "-I", robin_map] + (["-DNB_ABORT_ON_LEAK"] if abort_on_leak else [])
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        flags.append("-DNB_FREE_THREADED")
     key = _key(NANOBIND_SOURCE, " ".join(flags), getattr(nanobind, "__version__", "?"), EXT,
                sys.version)
     directory = os.path.join(cache_dir(), f"nanobind-{key}")
@@ -146,7 +186,7 @@ def build_nanobind_kernels():
         subprocess.run([compiler, "-shared", *objects, "-o", target + ".tmp"], check=True,
                        capture_output=True)
         os.replace(target + ".tmp", target)
-    return _load("nb_kernels", target)
+    return target
 
 
 if __name__ == "__main__":

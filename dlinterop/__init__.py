@@ -5,6 +5,28 @@ of CUDA: `dl.cuda` is loaded on first use.
 """
 TYPE_CHECKING = False   # not typing's: importing dlinterop stays free of typing
 
+
+def _in_subinterpreter():
+    import _thread
+
+    is_main = getattr(_thread, "_is_main_interpreter", None)   # CPython 3.12+
+    if is_main is not None:
+        return not is_main()
+    try:
+        interpreters = __import__("_xxsubinterpreters")   # CPython 3.10, 3.11
+    except ImportError:
+        return False
+    return interpreters.get_current() != interpreters.get_main()
+
+
+# dlinterop's compiled modules keep per-process state (single-phase Cython modules), so they
+# load into one interpreter per process, and the first one to load them would keep them:
+# after a subinterpreter, the main interpreter could never import them. Refused here,
+# before any of them is loaded.
+if _in_subinterpreter():
+    raise ImportError("dlinterop cannot be imported in a subinterpreter; import it in the "
+                      "main interpreter")
+
 try:
     from dlinterop import _core
 except ImportError:
@@ -60,6 +82,7 @@ from dlinterop._core import (
     int32,
     int64,
     memory_stats,
+    share,
     to_dlpack,
     uint8,
     uint16,
@@ -68,6 +91,9 @@ from dlinterop._core import (
     zeros,
 )
 from dlinterop._info import build_info, get_include
+from dlinterop import _multiprocessing
+
+_multiprocessing.install()   # shared Tensors cross multiprocessing by handle (once it is used)
 from dlinterop.frameworks import check_tensor, empty_like, to_framework, zeros_like
 
 if TYPE_CHECKING:
@@ -82,7 +108,7 @@ __all__ = [
     "float4_e2m1fn", "float4_e2m1fn_x2", "float6_e2m3fn", "float6_e3m2fn", "float8_e3m4",
     "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
     "float8_e5m2fnuz", "float8_e8m0fnu", "float16", "float32", "float64", "from_dlpack", "full",
-    "get_include", "int8", "int16", "int32", "int64", "memory_stats", "to_dlpack", "to_framework", "uint8",
+    "get_include", "int8", "int16", "int32", "int64", "memory_stats", "share", "to_dlpack", "to_framework", "uint8",
     "uint16", "uint32", "uint64", "zeros", "zeros_like",
 ]
 

@@ -1,5 +1,5 @@
-# cython: language_level=3, freethreading_compatible=True
-"""The C API of dlinterop: the SPEC section 7 entry points as `cdef api` functions, for
+# cython: language_level=3, freethreading_compatible=True, auto_pickle=False
+"""The C API of dlinterop: dlinterop.tensor's entry points as `cdef api` functions, for
 plain C/C++ extensions. Cython writes their declarations to dlinterop/_capi_api.h, which
 the build installs under dl.get_include(). A C extension includes dlpack/dlpack.h and then
 that header, and calls import_dlinterop___capi() once (in its module init) before any

@@ -5,9 +5,10 @@
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
 from dlinterop.dlpack cimport (
-    DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackExchangeAPI,
+    DLPACK_FLAG_BITMASK_READ_ONLY, DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackExchangeAPI,
     DLTensor,
 )
+
 
 
 cdef class DType:
@@ -46,6 +47,21 @@ cdef class Tensor:
     cdef DLTensor* dltensor(self) noexcept nogil
 
 
+# dlinterop's own bit in Tensor.flags, beside DLPack's (never exported, and masked off
+# producers' flags): READ_ONLY was assumed because a legacy capsule could not say.
+cdef enum:
+    FLAG_READ_ONLY_ASSUMED_BIT = 63
+
+
+cdef inline bint read_only_by_flag(Tensor t) noexcept:
+    """Read-only because its producer said so (DLPack's READ_ONLY flag, a read-only buffer
+    or array) or dlinterop made it so, not only assumed for a legacy capsule: such memory
+    must never be handed out writable."""
+    return (t.flags & (DLPACK_FLAG_BITMASK_READ_ONLY
+                       | ((<uint64_t>1) << FLAG_READ_ONLY_ASSUMED_BIT))
+            ) == DLPACK_FLAG_BITMASK_READ_ONLY
+
+
 cdef DType dtype_from_dl(DLDataType dt)
 cdef Device device_from_dl(DLDevice dev)
 
@@ -61,6 +77,8 @@ cdef const DLPackExchangeAPI* exchange_api_of(type cls) except? NULL
 cdef int order_for_consumer(Tensor t, const DLPackExchangeAPI* api) except -1
 cdef int zero_fill(Tensor t) except -1
 cdef DLDevice device_from_object(object device) except *
-cdef int borrow_dltensor(object obj, DLTensor* out) except -1
+cdef int borrow_dltensor(object obj, DLTensor* out, bint sharing) except -1
 cdef int raise_pending_error() except -1
+cdef int64_t checked_nbytes(int ndim, const int64_t* shape, DLDataType dt,
+                            DLDevice device) except -1
 cdef object numpy_array_from(Tensor t)

@@ -1,5 +1,6 @@
 import enum
 import sys
+from types import ModuleType
 from typing import Any, Final, Literal, SupportsIndex, TypeAlias, final
 
 from typing_extensions import CapsuleType, disjoint_base
@@ -7,6 +8,14 @@ from typing_extensions import CapsuleType, disjoint_base
 __dlpack_version__: tuple[int, int]
 
 class CopyError(BufferError, ValueError): ...
+
+class CUDAError(RuntimeError):
+    code: int
+    def __init__(self, code: int, message: str) -> None: ...
+
+class CUDAOutOfMemoryError(CUDAError, MemoryError): ...
+
+def _cuda_module() -> ModuleType | None: ...
 
 @final
 class DType:
@@ -126,6 +135,8 @@ class Tensor:
     @property
     def owner(self) -> object: ...
     @property
+    def is_shared(self) -> bool: ...
+    @property
     def __cuda_array_interface__(self) -> dict[str, Any]: ...
     __dlpack_c_exchange_api__: CapsuleType
     __c_dlpack_exchange_api__: int
@@ -153,16 +164,17 @@ _ShapeLike: TypeAlias = int | tuple[SupportsIndex, ...] | list[SupportsIndex]
 
 def empty(
     shape: _ShapeLike, dtype: _DTypeLike = "float32", *, device: _DeviceLike = "cpu",
-    alignment: int = 256,
+    alignment: int = 256, shared: bool = False,
 ) -> Tensor: ...
 def zeros(
     shape: _ShapeLike, dtype: _DTypeLike = "float32", *, device: _DeviceLike = "cpu",
-    alignment: int = 256,
+    alignment: int = 256, shared: bool = False,
 ) -> Tensor: ...
 def full(
     shape: _ShapeLike, value: complex, dtype: _DTypeLike | None = None, *,
-    device: _DeviceLike = "cpu", alignment: int = 256,
+    device: _DeviceLike = "cpu", alignment: int = 256, shared: bool = False,
 ) -> Tensor: ...
+def share(x: Any) -> Tensor: ...
 def to_dlpack(tensor: Tensor, *, versioned: bool = False) -> CapsuleType: ...
 def from_dlpack(
     obj: Any, *, device: _DeviceLike | None = None, copy: bool | None = None,

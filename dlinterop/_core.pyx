@@ -1,9 +1,10 @@
 # cython: language_level=3, boundscheck=True, wraparound=False, cdivision=True
 # cython: embedsignature=True, embedsignature.format=clinic, binding=False
-# cython: freethreading_compatible=True
-"""dlinterop's core: data types, devices, the Tensor, DLPack export and import, and the
-bridge for objects without DLPack. The module is one extension so that the hot paths
-never cross a module boundary; each concern lives in the .pxi file named for it."""
+# cython: freethreading_compatible=True, auto_pickle=False
+"""dlinterop's core: data types, devices, the Tensor, DLPack export and import, the bridge
+for objects without DLPack and the C exchange table. One extension, so that the hot paths
+never cross a module boundary; below, its files in the order they build on each other
+(each uses only those above it; docs/architecture.md draws the paths through them)."""
 
 cimport cython
 from cpython.buffer cimport (
@@ -11,8 +12,9 @@ from cpython.buffer cimport (
     PyBUF_RECORDS_RO, PyBUF_STRIDES, PyBUF_WRITABLE, PyBuffer_Release, PyObject_CheckBuffer,
     PyObject_GetBuffer,
 )
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.pycapsule cimport PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_SetName
-from cpython.ref cimport PyObject
+from cpython.ref cimport Py_DECREF, PyObject
 from libc.stdint cimport (
     INT64_MAX, INT64_MIN, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t,
 )
@@ -21,169 +23,41 @@ from libc.string cimport memcpy, memset, strcmp
 
 from dlinterop.dlpack cimport *
 from dlinterop._cuda_table cimport dli_cuda_table
+from dlinterop._rules cimport (
+    MAX_NDIM, dims_from_python, element_count, host_accessible, is_c_contiguous, same_device,
+    storage_bytes,
+)
 from dlinterop._threadsafe cimport FREE_THREADED, dict_get, type_version
+from dlinterop._type_cache cimport (
+    dli_type_cache, type_cache_forget, type_cache_get, type_cache_last, type_cache_put,
+    type_cache_size,
+)
 
 import math
 import operator
+import os
 import struct
 import sys
+import weakref
 
-
-cdef extern from "Python.h":
-    # Declared here with PyObject* so that capsule destructors never touch the refcount of
-    # the capsule being destroyed, and the hot import path calls __dlpack__ without
-    # creating a bound method.
-    ctypedef void (*RawCapsuleDestructor)(PyObject*) noexcept
-    PyObject* PyCapsule_New_raw "PyCapsule_New"(void* pointer, const char* name,
-                                                RawCapsuleDestructor destructor) noexcept
-    const char* PyCapsule_GetName_raw "PyCapsule_GetName"(PyObject* capsule) noexcept
-    void* PyCapsule_GetPointer(PyObject* capsule, const char* name) noexcept
-    PyObject* PyErr_Occurred() noexcept nogil
-    int PyGILState_Check() noexcept nogil
-    ctypedef struct PyTypeObject:
-        PyObject* tp_dict
-        unsigned long tp_flags
-    PyObject* PyObject_Vectorcall_raw "PyObject_Vectorcall"(
-        PyObject* callable, PyObject** args, size_t nargsf, PyObject* kwnames) noexcept
-    void PyType_Modified(PyTypeObject*)
-    int PyDict_SetItemString(object, const char*, object) except -1
-    void PyErr_Clear() noexcept
-    void* PyMem_Malloc(size_t) noexcept nogil
-    void PyMem_Free(void*) noexcept nogil
-    PyObject* PyObject_VectorcallMethod_raw "PyObject_VectorcallMethod"(
-        PyObject* name, PyObject** args, size_t nargsf, PyObject* kwnames) noexcept
-    int PyErr_ExceptionMatches(PyObject* exc) noexcept
-    Py_ssize_t PyTuple_GET_SIZE(object) noexcept
-    PyObject* PyTuple_GET_ITEM(object, Py_ssize_t) noexcept
-    long PyLong_AsLongAndOverflow(PyObject*, int*) noexcept
-    void Py_IncRef(PyObject*) noexcept nogil
-    void Py_DecRef(PyObject*) noexcept nogil
-    void PyErr_Fetch(PyObject**, PyObject**, PyObject**) noexcept nogil
-    void PyErr_Restore(PyObject*, PyObject*, PyObject*) noexcept nogil
-    ctypedef enum PyGILState_STATE:
-        PyGILState_LOCKED
-        PyGILState_UNLOCKED
-    PyGILState_STATE PyGILState_Ensure() noexcept nogil
-    void PyGILState_Release(PyGILState_STATE) noexcept nogil
-
-
-cdef extern from "runtime.h" nogil:
-    ctypedef struct dli_stats:
-        int64_t live_buffers
-        int64_t live_bytes
-        int64_t peak_bytes
-        int64_t total_allocations
-    void* dli_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out)
-    void dli_host_free(void* base, size_t nbytes)
-    void dli_stats_read(dli_stats* out)
-    int dli_interpreter_alive()
-    void dli_copy_to_contiguous(char* dst, const char* src, int ndim, const int64_t* shape,
-                                const int64_t* strides, size_t itemsize)
-    void dli_fill(char* dst, const char* pattern, size_t itemsize, int64_t count)
-    bint __builtin_mul_overflow(int64_t a, int64_t b, int64_t* out)
-    bint __builtin_add_overflow(int64_t a, int64_t b, int64_t* out)
-
-
-# Free-threaded CPython (no GIL): what the GIL used to serialise is made safe here with
-# atomics, a lock for the one-time set-ups, and a critical section per capsule consumed.
-cdef extern from *:
-    """
-    /* DLI_FREE_THREADED comes from _threadsafe.pxd. With a GIL the GIL orders these
-       already: plain accesses, no locked instruction (a lock-prefixed add costs tens of
-       cycles on every export and release). */
-    static inline void dli_atomic_add(Py_ssize_t *p, Py_ssize_t v) {
-    #if DLI_FREE_THREADED
-        __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
-    #else
-        *p += v;
-    #endif
-    }
-    static inline Py_ssize_t dli_atomic_load(const Py_ssize_t *p) {
-    #if DLI_FREE_THREADED
-        return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-    #else
-        return *(const volatile Py_ssize_t *)p;
-    #endif
-    }
-    static inline void dli_atomic_store(Py_ssize_t *p, Py_ssize_t v) {
-    #if DLI_FREE_THREADED
-        __atomic_store_n(p, v, __ATOMIC_RELEASE);
-    #else
-        *(volatile Py_ssize_t *)p = v;
-    #endif
-    }
-    /* An exact int's value when it fits one digit (every version number a consumer
-       passes), read without a call: 1 with *out set, else 0 (use PyLong_AsLong...). */
-    #if PY_VERSION_HEX < 0x030B0000
-    #include "longintrepr.h"   /* 3.10's Python.h leaves the digit layout out */
-    #endif
-    static inline int dli_small_long(PyObject *o, long *out) {
-        if (!PyLong_CheckExact(o)) return 0;
-    #if PY_VERSION_HEX >= 0x030C0000
-        if (!PyUnstable_Long_IsCompact((PyLongObject *)o)) return 0;
-        *out = (long)PyUnstable_Long_CompactValue((PyLongObject *)o);
-    #else
-        Py_ssize_t size = Py_SIZE(o);
-        if (size < -1 || size > 1) return 0;
-        *out = (long)size * (long)((PyLongObject *)o)->ob_digit[0];
-    #endif
-        return 1;
-    }
-    """
-    void dli_atomic_add(Py_ssize_t* p, Py_ssize_t v) noexcept nogil
-    Py_ssize_t dli_atomic_load(const Py_ssize_t* p) noexcept nogil
-    void dli_atomic_store(Py_ssize_t* p, Py_ssize_t v) noexcept nogil
-    bint dli_small_long(PyObject* o, long* out) noexcept
-
-# One lock per one-time set-up (the CUDA module, PyTorch's bit readers, the NumPy route).
-cdef cython.pymutex _cuda_lock
-cdef cython.pymutex _torch_lock
-cdef cython.pymutex _numpy_lock
-
-
-cdef enum:
-    MAX_NDIM = 64   # DLPack sets no limit; this bounds stack arrays and rejects garbage
-cdef size_t DEFAULT_ALIGNMENT = 256
-# dlinterop's own bit in Tensor.flags, beside DLPack's (never exported, and masked off
-# producers' flags): READ_ONLY was assumed because a legacy capsule could not say.
-cdef uint64_t FLAG_READ_ONLY_ASSUMED = (<uint64_t>1) << 63
-
-__dlpack_version__ = (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)
-
-
-class CopyError(BufferError, ValueError):
-    """A copy would be needed, and copy=False forbids it."""
-
-
-include "dtypes.pxi"
-include "devices.pxi"
-include "cuda.pxi"
-include "tensor.pxi"
-include "export.pxi"
-include "importer.pxi"
-include "bridge.pxi"
-include "exchange.pxi"
-
-
-cdef int raise_pending_error() except -1:
-    """Propagates the exception a C callee set; makes one if it set none."""
-    if PyErr_Occurred() == NULL:
-        raise BufferError("a DLPack producer reported failure without setting an exception")
-    return -1
-
-
-def memory_stats(device="cpu"):
-    """Counters of dlinterop's allocator: live_buffers, live_bytes, peak_bytes,
-    total_allocations, and live_exports (capsules made and not yet released)."""
-    cdef dli_stats stats
-    cdef DLDevice dev = _parse_device(device)
-    if dev.device_type != kDLCPU:
-        return _cuda_stats(dev)
-    dli_stats_read(&stats)
-    return {
-        "live_buffers": stats.live_buffers,
-        "live_bytes": stats.live_bytes,
-        "peak_bytes": stats.peak_bytes,
-        "total_allocations": stats.total_allocations,
-        "live_exports": dli_atomic_load(&_live_exports),
-    }
+include "runtime.pxi"       # C declarations, atomics, constants, layout helpers
+include "once.pxi"          # one-time set-ups: no lock held across Python, fork-safe
+include "dtypes.pxi"        # DType and dl.dtype()
+include "devices.pxi"       # DeviceType, Device, device parsing
+include "cuda.pxi"          # the hooks into the CUDA layer (dlinterop._cuda)
+include "allocator.pxi"     # the size rule, new buffers, the exchange allocator, memory_stats
+include "dltensors.pxi"     # validating foreign DLTensors and viewing them
+include "copies.pxi"        # copies, fills, the copy= and stream= rules
+include "export.pxi"        # __dlpack__, to_dlpack: capsules out
+include "consume.pxi"       # capsules and managed tensors in
+include "shared.pxi"        # shared-memory Tensors and their handles
+include "cuda_ipc.pxi"      # CUDA Tensors across processes
+include "torch_bits.pxi"    # PyTorch's requires_grad and lazy conj/neg views
+include "numpy_route.pxi"   # NumPy's C API, both ways
+include "producers.pxi"     # what is known per producer type, cached
+include "importer.pxi"      # from_dlpack, the exchange table consumer
+include "bridge.pxi"        # asarray over the array interfaces and the buffer protocol
+include "exchange.pxi"      # dlinterop's own exchange table, published
+include "creation.pxi"      # empty, zeros, full
+include "pickling.pxi"      # pickling by value
+include "tensor.pxi"        # the Tensor class itself

@@ -1,4 +1,4 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, freethreading_compatible=True
+# cython: language_level=3, boundscheck=False, wraparound=False, freethreading_compatible=True, auto_pickle=False
 """dlinterop._cuda: the CUDA allocator and streams. Built only when CMake finds a CUDA
 compiler, with the CUDA runtime linked statically: it imports where there is no toolkit,
 driver or GPU, and then reports device_count() == 0."""
@@ -10,9 +10,10 @@ from libc.string cimport memcpy
 
 from dlinterop.dlpack cimport DLDevice, DLDeviceType
 from dlinterop._cuda_table cimport dli_cuda_table
+from dlinterop._rules cimport MAX_NDIM
 from dlinterop._threadsafe cimport dict_get
 
-from dlinterop.cuda import CUDAError, CUDAOutOfMemoryError
+from dlinterop._core import CUDAError, CUDAOutOfMemoryError
 
 
 cdef extern from "cuda_layer.h" nogil:
@@ -35,6 +36,13 @@ cdef extern from "cuda_layer.h" nogil:
     int dli_cuda_device_synchronize(int device)
     int dli_cuda_stream_wait(int device, void* producer, void* consumer)
     int dli_cuda_pointer_device(const void* ptr, int* device, int* device_type)
+    int dli_cuda_ipc_export(const void* ptr, int device, void* handle, size_t* offset,
+                            size_t* size)
+    int dli_cuda_ipc_open(const void* handle, int device, void** base, size_t* size)
+    int dli_cuda_ipc_close(int device, void* base)
+    int dli_cuda_ipc_event_record(int device, void* stream, void* handle, void** event)
+    int dli_cuda_ipc_event_wait(int device, const void* handle, void* stream)
+    int dli_cuda_event_destroy(int device, void* event)
     void* dli_cuda_current_stream(int device)
     void dli_cuda_set_current_stream(int device, void* stream)
 
@@ -72,13 +80,14 @@ def memory_stats(int kind, int device):
 
 
 def alloc(size_t nbytes, int kind, int device, bint zero):
-    """Allocates device (2), pinned host (3) or managed (13) memory; returns its address."""
+    """Allocates device (2), pinned host (3), managed (13) or IPC-capable device (0x10002,
+    counted as device) memory; returns its address."""
     cdef void* ptr = NULL
     cdef void* stream = dli_cuda_current_stream(device)
     with nogil:
         err = dli_cuda_malloc(kind, device, nbytes, zero, stream, &ptr)
     check(err)
-    entry = _stats_for(kind, device)
+    entry = _stats_for(kind & 0xFFFF, device)
     with cython.critical_section(entry):
         entry["live_buffers"] += 1
         entry["live_bytes"] += nbytes
@@ -95,7 +104,7 @@ cdef void free_nogil(void* base, size_t nbytes, DLDevice device) noexcept nogil:
 def release(uintptr_t ptr, size_t nbytes, int kind, int device):
     """Frees memory from alloc() and updates the statistics."""
     free_nogil(<void*>ptr, nbytes, _dldevice(kind, device))
-    entry = _stats_for(kind, device)
+    entry = _stats_for(kind & 0xFFFF, device)
     with cython.critical_section(entry):
         entry["live_buffers"] -= 1
         entry["live_bytes"] -= nbytes
@@ -169,10 +178,12 @@ def copy_contiguous(uintptr_t dst, uintptr_t src, size_t nbytes, int device, bin
 def gather(uintptr_t dst, uintptr_t src, tuple shape, tuple strides, size_t itemsize,
            int device):
     """Gathers a strided array the device can read into contiguous memory it can write."""
-    cdef int64_t dims[64]
-    cdef int64_t steps[64]
+    cdef int64_t dims[MAX_NDIM]
+    cdef int64_t steps[MAX_NDIM]
     cdef int ndim = len(shape)
     cdef int i
+    if ndim > MAX_NDIM or len(strides) != ndim:
+        raise ValueError(f"gather takes at most {MAX_NDIM} dimensions and a stride for each")
     for i in range(ndim):
         dims[i] = shape[i]
         steps[i] = strides[i]
@@ -272,3 +283,51 @@ def stream_synchronize(uintptr_t stream):
     with nogil:
         err = dli_cuda_stream_synchronize(s)
     check(err)
+
+
+# ---- CUDA IPC (Tensors sent to other processes through multiprocessing) -------------------
+
+cdef enum:
+    IPC_HANDLE_BYTES = 64
+
+
+def ipc_export(uintptr_t ptr, int device):
+    """(handle, offset, size): the allocation device memory `ptr` lies in, as a handle
+    another process can open, and ptr's offset into it."""
+    cdef char handle[IPC_HANDLE_BYTES]
+    cdef size_t offset = 0, size = 0
+    check(dli_cuda_ipc_export(<const void*>ptr, device, handle, &offset, &size))
+    return handle[:IPC_HANDLE_BYTES], offset, size
+
+
+def ipc_open(bytes handle, int device):
+    """(base, size) of the allocation a handle from another process names, mapped here."""
+    cdef void* base = NULL
+    cdef size_t size = 0
+    if len(handle) != IPC_HANDLE_BYTES:
+        raise ValueError(f"a CUDA IPC handle is {IPC_HANDLE_BYTES} bytes, got {len(handle)}")
+    check(dli_cuda_ipc_open(<const char*>handle, device, &base, &size))
+    return <uintptr_t>base, size
+
+
+def ipc_close(int device, uintptr_t base):
+    check(dli_cuda_ipc_close(device, <void*>base))
+
+
+def ipc_event_record(int device):
+    """(handle, event): an interprocess event recorded on this thread's current stream."""
+    cdef char handle[IPC_HANDLE_BYTES]
+    cdef void* event = NULL
+    check(dli_cuda_ipc_event_record(device, dli_cuda_current_stream(device), handle, &event))
+    return handle[:IPC_HANDLE_BYTES], <uintptr_t>event
+
+
+def ipc_event_wait(int device, bytes handle):
+    """This thread's current stream waits for an event another process recorded."""
+    if len(handle) != IPC_HANDLE_BYTES:
+        raise ValueError(f"a CUDA IPC event handle is {IPC_HANDLE_BYTES} bytes")
+    check(dli_cuda_ipc_event_wait(device, <const char*>handle, dli_cuda_current_stream(device)))
+
+
+def event_destroy(int device, uintptr_t event):
+    check(dli_cuda_event_destroy(device, <void*>event))

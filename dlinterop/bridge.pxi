@@ -1,5 +1,6 @@
-# The bridge for objects without DLPack: dl.asarray over __cuda_array_interface__,
+# Provides: dl.asarray, the bridge for objects without DLPack: __cuda_array_interface__,
 # __array_interface__ and the buffer protocol, zero-copy wherever the source allows.
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, cuda.pxi, dltensors.pxi, copies.pxi, importer.pxi.
 
 @cython.final
 cdef class _BufferHolder:
@@ -15,24 +16,6 @@ cdef class _BufferHolder:
         # Here, not in the generated clean-up, so that the source's destructor never runs
         # with an exception pending (see Tensor.__dealloc__).
         self.source = None
-
-
-cdef Tensor _tensor_over(void* data, int ndim, const int64_t* shape, const int64_t* strides,
-                         DType dt, DLDevice device, bint readonly, object owner):
-    """A Tensor viewing foreign memory kept alive by `owner`; strides in elements, or NULL
-    for C order."""
-    cdef DLTensor dl
-    dl.data = data
-    dl.device = device
-    dl.ndim = ndim
-    dl.dtype = dt.dl
-    dl.shape = <int64_t*>shape
-    dl.strides = <int64_t*>strides
-    dl.byte_offset = 0
-    _validate_dltensor(&dl)
-    cdef Tensor t = _wrap_dltensor(&dl, DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0)
-    t.owner_ref = owner
-    return t
 
 
 cdef int _byte_strides_to_elements(int64_t* out, object byte_strides, int ndim,
@@ -52,6 +35,7 @@ cdef Tensor _tensor_from_buffer(object obj):
     cdef int64_t strides[MAX_NDIM]
     cdef DType dt
     cdef int i
+    cdef int64_t count, nbytes
     PyObject_GetBuffer(obj, &holder.view, PyBUF_RECORDS_RO)
     holder.held = True
     holder.source = obj
@@ -62,15 +46,31 @@ cdef Tensor _tensor_from_buffer(object obj):
         raise TypeError(f"buffer format {fmt!r} (item size {v.itemsize}) has no DLPack data type")
     if v.ndim > MAX_NDIM:
         raise BufferError(f"buffer has {v.ndim} dimensions; at most {MAX_NDIM} are supported")
+    if v.ndim < 0:
+        raise BufferError(f"buffer has {v.ndim} dimensions")
     if v.ndim == 0:
         # A scalar buffer (a NumPy scalar, a 0-d array): shape and strides are NULL by the
         # buffer protocol's rules, and the tensor is 0-d, not (1,).
+        count = 1
+    elif v.shape == NULL:
+        shape[0] = v.len // v.itemsize
+        count = shape[0]
+    else:
+        count = 1
+        for i in range(v.ndim):
+            shape[i] = v.shape[i]
+            if shape[i] < 0 or __builtin_mul_overflow(count, shape[i], &count):
+                raise ValueError(f"buffer exporter {type(obj).__name__} gave a bad shape")
+    # The buffer protocol's len is the product of shape and itemsize; an exporter whose
+    # numbers disagree describes memory it may not have.
+    if __builtin_mul_overflow(count, v.itemsize, &nbytes) or nbytes != v.len:
+        raise ValueError(f"buffer exporter {type(obj).__name__} gave len {v.len}, which is "
+                         f"not its shape's {count} elements of {v.itemsize} bytes")
+    if v.ndim == 0:
         return _tensor_over(v.buf, 0, shape, NULL, dt, _CPU, v.readonly, holder)
     if v.shape == NULL:
-        shape[0] = v.len // v.itemsize
         return _tensor_over(v.buf, 1, shape, NULL, dt, _CPU, v.readonly, holder)
     for i in range(v.ndim):
-        shape[i] = v.shape[i]
         if v.strides != NULL:
             if v.strides[i] % v.itemsize:
                 raise BufferError(f"byte stride {v.strides[i]} is not a multiple of the item "
@@ -78,27 +78,6 @@ cdef Tensor _tensor_from_buffer(object obj):
             strides[i] = v.strides[i] // v.itemsize
     return _tensor_over(v.buf, v.ndim, shape, strides if v.strides != NULL else NULL, dt,
                         _CPU, v.readonly, holder)
-
-
-cdef Tensor _tensor_from_raw_buffer(object view, tuple shape, DType dt):
-    """A C-contiguous Tensor of `shape` and `dt` over the bytes of a 1-d buffer; copies into
-    an aligned buffer when the bytes are not aligned to the item size."""
-    cdef Tensor t = _tensor_from_buffer(view)
-    cdef int64_t dims[MAX_NDIM]
-    cdef int i
-    cdef int64_t count = 1
-    if len(shape) > MAX_NDIM:
-        raise ValueError(f"ndim must be at most {MAX_NDIM}")
-    for i in range(len(shape)):
-        dims[i] = shape[i]
-        count *= dims[i]
-    if _storage_bytes(count, dt.dl) != t.dl.shape[0]:
-        raise ValueError(f"{t.dl.shape[0]} bytes do not hold a {dt.name} tensor of shape {shape}")
-    if (<uintptr_t>t.dl.data) % dt.itemsize:
-        out = _allocate(len(shape), dims, dt.dl, _CPU, DEFAULT_ALIGNMENT, False)
-        memcpy(out.dl.data, t.dl.data, out.alloc_nbytes)
-        return out
-    return _tensor_over(t.dl.data, len(shape), dims, NULL, dt, _CPU, t.readonly, t.owner_ref)
 
 
 cdef DType _dtype_from_typestr(str typestr):
@@ -159,22 +138,32 @@ cdef Tensor _tensor_over_interface(object obj, dict iface, DLDevice device):
     data = iface.get("data")
     owner = obj
     readonly = False
-    if isinstance(data, tuple):
-        address, readonly = data[0], bool(data[1])
-    elif device.device_type == kDLCPU:
-        # No data entry, or a buffer object: the memory is that buffer's.
-        base = _tensor_from_buffer(obj if data is None else data)
-        address = <uintptr_t>base.dl.data
-        readonly = base.readonly
-        owner = base.owner_ref
-    else:
-        raise TypeError("__cuda_array_interface__ 'data' must be a (pointer, read_only) tuple")
-    address += iface.get("offset", 0) if device.device_type == kDLCPU else 0
+    offset = iface.get("offset", 0)
+    if type(offset) is not int or offset < 0:
+        raise ValueError(f"array interface offset must be a non-negative int, got {offset!r}")
     byte_strides = iface.get("strides")
     if byte_strides is not None:
         _byte_strides_to_elements(strides, byte_strides, ndim, dt.itemsize)
-    return _tensor_over(<void*>address, ndim, shape, strides if byte_strides is not None else NULL,
-                        dt, device, readonly, owner)
+    if isinstance(data, tuple):
+        address, readonly = data[0], bool(data[1])
+        if device.device_type == kDLCPU:
+            address += offset
+        return _tensor_over(<void*>address, ndim, shape,
+                            strides if byte_strides is not None else NULL,
+                            dt, device, readonly, owner)
+    if device.device_type != kDLCPU:
+        raise TypeError("__cuda_array_interface__ 'data' must be a (pointer, read_only) tuple")
+    # No data entry, or a buffer object: the memory is that buffer's, and the array must lie
+    # inside it (as NumPy requires: "buffer is too small for requested array").
+    cdef Tensor base = _tensor_from_buffer(obj if data is None else data)
+    cdef Py_ssize_t start = offset
+    if not is_c_contiguous(&base.dl):
+        raise BufferError("an array interface's data buffer must be contiguous")
+    t = _tensor_over(<char*>base.dl.data + start, ndim, shape,
+                     strides if byte_strides is not None else NULL,
+                     dt, device, base.readonly, base.owner_ref)
+    _check_inside(&t.dl, start, storage_bytes(element_count(&base.dl), base.dl.dtype))
+    return t
 
 
 def asarray(obj, *, device=None, copy=None):
@@ -207,11 +196,9 @@ def asarray(obj, *, device=None, copy=None):
                         "__cuda_array_interface__, __array_interface__ or buffer")
     if device is not None:
         target = _parse_device(device)
-        if not (target.device_type == t.dl.device.device_type
-                and target.device_id == t.dl.device.device_id):
+        if not same_device(target, t.dl.device):
             if copy is False:
-                raise CopyError(f"moving data from {t.device} to {device_from_dl(target)} "
-                                "needs a copy, and copy=False was given")
+                _refuse_copy(t.dl.device, target)
             return _copy_tensor(t, target)
     if copy is True:
         return _copy_tensor(t, t.dl.device)

@@ -1,14 +1,27 @@
-# The core's side of the CUDA layer: every operation on memory the CPU alone cannot manage
-# goes through these hooks, which call dlinterop._cuda (loaded on first use). Without it,
-# they refuse with a clear exception; device_count() is then 0.
+# Provides: the core's side of the CUDA layer: every operation on memory the CPU alone
+# cannot manage goes through these hooks, which call dlinterop._cuda (loaded on first use).
+# Uses: once.pxi, dtypes.pxi, devices.pxi.
 
-cdef DLDevice _CPU
-_CPU.device_type = kDLCPU
-_CPU.device_id = 0
+class CUDAError(RuntimeError):
+    """A CUDA runtime failure: `code` is the cudaError_t value, the message the runtime's."""
+    __module__ = "dlinterop.cuda"   # where users meet it (dl.cuda re-exports it)
+
+    def __init__(self, code, message):
+        super().__init__(f"CUDA error {code}: {message}")
+        self.code = code
+
+
+class CUDAOutOfMemoryError(CUDAError, MemoryError):
+    """The CUDA allocator is out of memory."""
+    __module__ = "dlinterop.cuda"
+
 
 cdef object _cuda = None            # the dlinterop._cuda module once loaded
-cdef bint _cuda_tried = False
 cdef const dli_cuda_table* _cuda_table = NULL
+# SETUP_UNDECIDED until _load_cuda has published _cuda and _cuda_table (1), or found no
+# module (0).
+cdef Py_ssize_t _cuda_state = SETUP_UNDECIDED
+_register_setup("cuda", &_cuda_state)
 
 
 cdef inline bint _is_cuda_memory(DLDeviceType device_type) noexcept nogil:
@@ -17,21 +30,29 @@ cdef inline bint _is_cuda_memory(DLDeviceType device_type) noexcept nogil:
 
 
 cdef object _load_cuda():
-    """The dlinterop._cuda module, or None when it was not built."""
-    global _cuda, _cuda_tried, _cuda_table
-    if not _cuda_tried:
-        with _cuda_lock:
-            if not _cuda_tried:
-                try:
-                    import dlinterop._cuda as module
-                except ImportError:
-                    module = None
-                if module is not None:
-                    _cuda_table = <const dli_cuda_table*>PyCapsule_GetPointer(
-                        <PyObject*>module.c_table, "dlinterop._cuda.table")
-                    _cuda = module
-                _cuda_tried = True    # last: a thread that sees it sees the module too
-    return _cuda
+    """The dlinterop._cuda module, or None when it was not built. The import runs without a
+    lock of ours (Python's import lock orders two threads importing it); the first thread
+    to finish publishes it."""
+    global _cuda, _cuda_table
+    if dli_atomic_load(&_cuda_state) >= 0:
+        return _cuda
+    try:
+        import dlinterop._cuda as module
+    except ImportError:
+        module = None
+    if setup_claim(&_cuda_state):
+        if module is not None:
+            _cuda_table = <const dli_cuda_table*>PyCapsule_GetPointer(
+                <PyObject*>module.c_table, "dlinterop._cuda.table")
+            _cuda = module
+        dli_atomic_store(&_cuda_state, module is not None)   # last: readers see the rest
+    return module
+
+
+def _cuda_module():
+    """The dlinterop._cuda module, or None when it was not built: the one loader, which
+    dlinterop.cuda uses too."""
+    return _load_cuda()
 
 
 cdef inline bint _cuda_streams_entered() noexcept:
@@ -49,10 +70,10 @@ cdef int _cuda_consumer_wait(object obj) except -1:
 
 cdef object _require_cuda(DLDevice device):
     if not _is_cuda_memory(device.device_type):
-        raise BufferError(f"dlinterop has no allocator for {device_from_dl(device)}")
+        raise BufferError(f"dlinterop has no allocator for memory on "
+                          f"{_device_type_name(device.device_type)}")
     module = _load_cuda()
     if module is None:
-        from dlinterop.cuda import CUDAError
         raise CUDAError(-1, f"memory on {device_from_dl(device)} needs the CUDA allocator, "
                             "and dlinterop was built without it")
     return module
@@ -106,41 +127,6 @@ cdef void* _cuda_current_stream_nogil(int32_t device_id) noexcept nogil:
     return _cuda_table.current_stream_nogil(device_id)
 
 
-cdef Tensor _device_copy(Tensor src, DLDevice target):
-    """Copies to or from memory the CUDA runtime manages, on the current stream."""
-    cdef DLDevice gpu = target if target.device_type != kDLCPU else src.dl.device
-    module = _require_cuda(gpu)
-    cdef Tensor staged = src
-    cdef Tensor out
-    if src.dl.device.device_type == kDLCPU and not _is_c_contiguous(&src.dl):
-        staged = _copy_tensor(src, _CPU)   # gather on the host first
-    out = _allocate(src.dl.ndim, src.dl.shape, src.dl.dtype, target, DEFAULT_ALIGNMENT, False)
-    cdef uintptr_t source = <uintptr_t>staged.dl.data + staged.dl.byte_offset
-    cdef size_t itemsize = (src.dl.dtype.bits * src.dl.dtype.lanes + 7) // 8
-    host_reads = target.device_type != kDLCUDA
-    if _is_c_contiguous(&staged.dl):
-        module.copy_contiguous(<uintptr_t>out.dl.data, source, out.alloc_nbytes,
-                               gpu.device_id, host_reads)
-    else:
-        if _is_packed_subbyte(src.dl.dtype):
-            raise BufferError("cannot copy a strided tensor of a packed sub-byte type")
-        # Gather on the source's device into the output (when the device can write it), or
-        # into a device buffer first.
-        if target.device_type == kDLCPU:
-            tmp = _allocate(src.dl.ndim, src.dl.shape, src.dl.dtype, src.dl.device,
-                            DEFAULT_ALIGNMENT, False)
-            module.gather(<uintptr_t>tmp.dl.data, source, staged.shape, staged.strides,
-                          itemsize, src.dl.device.device_id)
-            module.copy_contiguous(<uintptr_t>out.dl.data, <uintptr_t>tmp.dl.data,
-                                   out.alloc_nbytes, src.dl.device.device_id, True)
-        else:
-            module.gather(<uintptr_t>out.dl.data, source, staged.shape, staged.strides,
-                          itemsize, gpu.device_id)
-            if host_reads:
-                module.stream_synchronize(module.current_stream_ptr(gpu.device_id))
-    return out
-
-
 cdef int _device_fill(Tensor t, bytes pattern, int64_t count) except -1:
     module = _require_cuda(t.dl.device)
     module.fill(<uintptr_t>t.dl.data, pattern, count, t.dl.device.device_id)
@@ -178,21 +164,110 @@ cdef int _cuda_wait_external_stream(object stream, DLDevice device) except -1:
     return 0
 
 
-cdef bint _cuda_sync_exchange(const DLPackExchangeAPI* api,
-                              DLManagedTensorVersioned* m) except -1:
-    """For a tensor imported through an exchange API: our current stream waits for the
-    producer's current work stream. False when that cannot be done here."""
+cdef bint _cuda_sync_exchange(const DLPackExchangeAPI* api, DLDevice device) except -1:
+    """For device memory a producer's exchange table handed over: our current stream waits
+    for the producer's current work stream. False when that cannot be done here (no CUDA
+    layer, memory it does not manage, no stream from the producer)."""
     cdef void* producer = NULL
-    module = _load_cuda()
-    if module is None or not _is_cuda_memory(m.dl_tensor.device.device_type):
+    if _load_cuda() is None or not _is_cuda_memory(device.device_type):
         return False
     if api.current_work_stream == NULL or api.current_work_stream(
-            m.dl_tensor.device.device_type, m.dl_tensor.device.device_id, &producer) != 0:
+            device.device_type, device.device_id, &producer) != 0:
         PyErr_Clear()
         return False
-    module.stream_wait(m.dl_tensor.device.device_id,
-                       <uintptr_t>producer if producer != NULL else 1, 0)
+    _cuda_wait_for_producer(device, producer)
     return True
+
+
+cdef int order_for_consumer(Tensor t, const DLPackExchangeAPI* api) except -1:
+    """Before a consumer that publishes `api` takes t's device memory without a stream
+    argument (managed_tensor_to_py_object_no_sync): its current work stream waits for the
+    work dlinterop issued. Nothing to do for host memory, or when dlinterop issued none."""
+    cdef void* consumer = NULL
+    if not _is_cuda_memory(t.dl.device.device_type) or _cuda is None:
+        return 0
+    if api.current_work_stream == NULL:
+        _cuda.synchronize(t.dl.device.device_id)
+        return 0
+    if api.current_work_stream(t.dl.device.device_type, t.dl.device.device_id, &consumer) != 0:
+        return raise_pending_error()
+    _cuda.stream_wait(t.dl.device.device_id, 0, <uintptr_t>consumer if consumer != NULL else 1)
+    return 0
+
+
+cdef dict _TYPESTR_KINDS = {kDLBool: "b", kDLInt: "i", kDLUInt: "u", kDLFloat: "f",
+                            kDLComplex: "c"}
+
+
+cdef dict _cuda_array_interface(Tensor self):
+    """Tensor.__cuda_array_interface__: version 3 of Numba's CUDA array interface, for CUDA
+    device and managed memory."""
+    if self.dl.device.device_type != kDLCUDA and self.dl.device.device_type != kDLCUDAManaged:
+        raise AttributeError(f"a tensor on {self.device} has no __cuda_array_interface__")
+    cdef DType dt = dtype_from_dl(self.dl.dtype)
+    typestr = _TYPESTR_KINDS.get(self.dl.dtype.code)
+    if typestr is None or self.dl.dtype.lanes != 1:
+        raise AttributeError(f"__cuda_array_interface__ cannot describe {dt.name}")
+    stream = _cuda_current_stream(self.dl.device.device_id)
+    return {
+        "shape": self.shape,
+        "typestr": ("|" if dt.itemsize == 1 else "<") + typestr + str(dt.itemsize),
+        "data": (self.data_ptr, self.readonly),
+        "version": 3,
+        "strides": None if is_c_contiguous(&self.dl) else tuple(
+            [s * dt.itemsize for s in self.strides]),
+        "stream": stream,
+    }
+
+
+cdef int _cuda_copy_bytes(uintptr_t dst, uintptr_t src, size_t nbytes, DLDevice gpu,
+                          bint host_reads) except -1:
+    """Copies nbytes between two addresses the runtime knows, on gpu's current stream; waits
+    for it when the host reads the result."""
+    _require_cuda(gpu).copy_contiguous(dst, src, nbytes, gpu.device_id, host_reads)
+    return 0
+
+
+cdef int _cuda_gather(uintptr_t dst, uintptr_t src, tuple shape, tuple strides,
+                      size_t itemsize, DLDevice gpu) except -1:
+    """Gathers a strided array gpu can read into contiguous memory it can write."""
+    _require_cuda(gpu).gather(dst, src, shape, strides, itemsize, gpu.device_id)
+    return 0
+
+
+cdef int _cuda_wait_for_current(DLDevice gpu) except -1:
+    """Blocks the host until gpu's current stream has done its work."""
+    module = _require_cuda(gpu)
+    module.stream_synchronize(module.current_stream_ptr(gpu.device_id))
+    return 0
+
+
+cdef object _cuda_enter_stream(DLDevice gpu, object stream):
+    """Makes `stream` (DLPack's numbering: 1 legacy default, 2 per-thread default, else a
+    cudaStream_t) gpu's current stream on this thread; returns what to restore."""
+    module = _require_cuda(gpu)
+    if stream == 0 or stream < -1:
+        raise ValueError(f"invalid CUDA stream {stream}")
+    return module.enter_stream(gpu.device_id, 0 if stream == 1 else stream)
+
+
+cdef int _cuda_exit_stream(DLDevice gpu, object previous) except -1:
+    _require_cuda(gpu).exit_stream(gpu.device_id, previous)
+    return 0
+
+
+cdef object _cuda_current_stream(int32_t device_id):
+    """The stream dlinterop works on for a device, as DLPack numbers streams (1: the legacy
+    default stream)."""
+    return (_cuda.current_stream_ptr(device_id) or 1) if _cuda is not None else 1
+
+
+cdef int _cuda_wait_for_producer(DLDevice device, void* producer) except -1:
+    """Our current stream on `device` waits for the work so far on `producer` (NULL: the
+    legacy default stream). Nothing to do before the CUDA layer is loaded."""
+    if _cuda is not None:
+        _cuda.stream_wait(device.device_id, <uintptr_t>producer if producer != NULL else 1, 0)
+    return 0
 
 
 cdef dict _cuda_stats(DLDevice device):

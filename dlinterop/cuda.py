@@ -6,9 +6,12 @@ needs a device raises CUDAError.
 """
 from __future__ import annotations
 
-import importlib
 import threading
 from types import ModuleType
+
+from dlinterop import _core
+from dlinterop._core import CUDAError as CUDAError
+from dlinterop._core import CUDAOutOfMemoryError as CUDAOutOfMemoryError
 
 TYPE_CHECKING = False   # not typing's: importing dlinterop stays free of typing
 if TYPE_CHECKING:
@@ -21,33 +24,9 @@ if TYPE_CHECKING:
     _AnyDevice: TypeAlias = Union[int, _DeviceLike, None]
 
 
-class CUDAError(RuntimeError):
-    """A CUDA runtime failure: `code` is the cudaError_t value, the message the runtime's."""
-
-    code: int
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(f"CUDA error {code}: {message}")
-        self.code = code
-
-
-class CUDAOutOfMemoryError(CUDAError, MemoryError):
-    """The CUDA allocator is out of memory."""
-
-
-_module: ModuleType | None = None
-_loaded = False
-
-
 def _load() -> ModuleType | None:
-    global _module, _loaded
-    if not _loaded:
-        try:
-            _module = importlib.import_module("dlinterop._cuda")
-        except ImportError:
-            _module = None
-        _loaded = True
-    return _module
+    """dlinterop._cuda (through the core's one loader), or None when it was not built."""
+    return _core._cuda_module()
 
 
 def _require() -> ModuleType:

@@ -1,4 +1,6 @@
-# Devices: the DeviceType enum with every DLPack 1.3 value and the Device class.
+# Provides: DeviceType with every DLPack 1.3 value, the Device class, device parsing
+# (_parse_device, device_from_object) and the CPU device constant.
+# Uses: nothing.
 
 import enum as _enum
 
@@ -50,7 +52,17 @@ cdef object _device_type_member(int32_t device_type):
 cdef tuple _dlpack_device_tuple(DLDevice dev):
     if dev.device_type == kDLCPU and dev.device_id == 0:
         return _cpu_dlpack_device
+    if not _known_device_type(dev.device_type):
+        return (<int>dev.device_type, dev.device_id)
     return (_device_types[<int>dev.device_type], dev.device_id)
+
+
+cdef str _device_type_name(int32_t device_type):
+    """The lower-case name of a device type ('cuda'); never raises, even for a value DLPack
+    does not define (which only a C caller can pass)."""
+    if not _known_device_type(device_type):
+        return f"unknown device type {device_type}"
+    return _device_types[device_type].name.lower()
 
 
 cdef DLDevice _parse_device(object x) except *:
@@ -58,6 +70,8 @@ cdef DLDevice _parse_device(object x) except *:
     (type, index) pair."""
     cdef DLDevice dev
     if type(x) is Device:
+        if not _known_device_type((<Device>x).dl.device_type):   # made by Device.__new__
+            raise ValueError(f"{x!r} is not a device")
         return (<Device>x).dl
     if isinstance(x, str):
         name, sep, index = x.partition(":")
@@ -115,7 +129,7 @@ cdef class Device:
     @property
     def type(self):
         """The lower-case name of the device type: 'cpu', 'cuda', 'cuda_host', ..."""
-        return _device_types[<int>self.dl.device_type].name.lower()
+        return _device_type_name(self.dl.device_type)
 
     @property
     def index(self):
@@ -157,3 +171,13 @@ cdef Device device_from_dl(DLDevice dev):
     cdef Device d = Device.__new__(Device)
     d.dl = dev
     return d
+
+
+cdef DLDevice _CPU
+_CPU.device_type = kDLCPU
+_CPU.device_id = 0
+
+
+cdef DLDevice device_from_object(object device) except *:
+    """A DLDevice from anything dl.Device accepts ("cpu", "cuda:1", (2, 0), a Device)."""
+    return _parse_device(device)

@@ -1,6 +1,6 @@
-# Data types: the DType class, one interned instance per DLPack (code, bits, lanes), the
-# conversions from names, NumPy/ml_dtypes/torch dtypes and triples, and the validation
-# the importer applies to a foreign DLDataType.
+# Provides: the DType class, one interned instance per DLPack (code, bits, lanes), dl.dtype()
+# and the conversions from names, NumPy/ml_dtypes/torch dtypes, triples and buffer formats.
+# Uses: nothing.
 
 cdef dict _dtype_by_key = {}    # packed (code, bits, lanes) -> DType
 # [code][bits]: bit (lanes - 1) is set for every registered triple; read without the GIL.
@@ -11,9 +11,19 @@ cdef inline uint64_t _dtype_key(uint8_t code, uint8_t bits, uint16_t lanes) noex
     return <uint64_t>code | (<uint64_t>bits << 8) | (<uint64_t>lanes << 16)
 
 
+# DTypes are made only while this module registers them: one instance per type, each with
+# a name and a non-zero size. A DType made any other way (DType.__new__, a crafted pickle)
+# would have neither.
+cdef bint _registering = True
+
+
 @cython.final
 cdef class DType:
     """A DLPack data type: immutable, hashable, equal to its name."""
+
+    def __cinit__(self):
+        if not _registering:
+            raise TypeError("DType cannot be constructed directly; use dl.dtype(x)")
 
     def __init__(self, *args, **kwargs):
         raise TypeError("DType cannot be constructed directly; use dl.dtype(x)")
@@ -125,6 +135,8 @@ float6_e3m2fn = _register_dtype("float6_e3m2fn", kDLFloat6_e3m2fn, 6, 1, NULL)
 float4_e2m1fn = _register_dtype("float4_e2m1fn", kDLFloat4_e2m1fn, 4, 1, NULL)
 # PyTorch exchanges its float4_e2m1fn_x2 (two values packed in a byte) as (17, 4, 2).
 float4_e2m1fn_x2 = _register_dtype("float4_e2m1fn_x2", kDLFloat4_e2m1fn, 4, 2, NULL)
+
+_registering = False
 
 cdef DType _float32 = float32
 

@@ -1,15 +1,13 @@
-# Export: Tensor.__dlpack__ and to_capsule. One malloc holds the managed struct with its
-# shape and strides; the capsule is made before the Tensor's reference is taken, so nothing
-# can fail after ownership has moved.
+# Provides: export: Tensor.__dlpack__, to_dlpack, to_capsule and to_managed; one malloc
+# holds the managed struct with its shape and strides, and nothing fails once the capsule is
+# made. The capsule names and deleters the importer recognises as dlinterop's own.
+# Uses: runtime.pxi, devices.pxi, cuda.pxi (stream order), allocator.pxi (the export
+# counter), copies.pxi (copy=, dl_device=).
 
 cdef const char* NAME_LEGACY = "dltensor"
 cdef const char* NAME_VERSIONED = "dltensor_versioned"
 cdef const char* NAME_USED_LEGACY = "used_dltensor"
 cdef const char* NAME_USED_VERSIONED = "used_dltensor_versioned"
-
-
-# Capsules made and not yet released (changed atomically: deleters run on any thread).
-cdef Py_ssize_t _live_exports = 0
 
 
 # Export blocks (managed struct + shape + strides) for up to SMALL_NDIM dimensions are
@@ -194,12 +192,13 @@ cdef object _make_legacy_capsule(Tensor t):
     return _own_capsule(PyCapsule_New_raw(m, NAME_LEGACY, _legacy_capsule_destructor), m, t)
 
 
-cdef inline bint _legacy_export_refused(Tensor t) noexcept:
-    """A legacy capsule cannot say "read-only", so a read-only Tensor is not exported as one,
-    unless it is read-only only because it came from a legacy capsule itself: the next
-    consumer then knows what the first one did, and nothing more is lost."""
-    return (t.flags & (DLPACK_FLAG_BITMASK_READ_ONLY | FLAG_READ_ONLY_ASSUMED)
-            ) == DLPACK_FLAG_BITMASK_READ_ONLY
+cdef int _refuse_legacy_export() except -1:
+    """A legacy capsule cannot say "read-only", so a Tensor that is read-only by flag is not
+    exported as one (read_only_by_flag: one read-only only because it came from a legacy
+    capsule itself may be, since the next consumer then knows what the first one did)."""
+    raise BufferError("read-only tensor cannot be exported as a legacy capsule; "
+                      "ask for a versioned one (max_version=(1, 0) or later, "
+                      "to_dlpack(versioned=True)) or a copy (copy=True)")
 
 
 cdef int _negotiated_minor(object max_version) except -2:
@@ -230,7 +229,8 @@ cdef int _negotiated_minor(object max_version) except -2:
 
 
 cdef object _export(Tensor t, object stream, object max_version, object dl_device, object copy):
-    """Tensor.__dlpack__ with its keywords checked and applied (SPEC 6.1)."""
+    """Tensor.__dlpack__ with its keywords checked and applied, as DLPack's Python
+    specification sets them out (https://dmlc.github.io/dlpack/latest/python_spec.html)."""
     cdef uint64_t flags = 0
     cdef DLDevice target = t.dl.device
     cdef Tensor src = t
@@ -242,9 +242,8 @@ cdef object _export(Tensor t, object stream, object max_version, object dl_devic
         # The common case: share the memory as it is.
         if versioned:
             return _make_versioned_capsule(t, minor, t.flags & DLPACK_FLAG_BITMASK_READ_ONLY)
-        if _legacy_export_refused(t):
-            raise BufferError("read-only tensor cannot be exported as a legacy capsule; "
-                              "pass max_version=(1, 0) or copy=True")
+        if read_only_by_flag(t):
+            _refuse_legacy_export()
         return _make_legacy_capsule(t)
     _check_copy_arg(copy)
     _check_stream_arg(t, stream)
@@ -253,22 +252,19 @@ cdef object _export(Tensor t, object stream, object max_version, object dl_devic
             raise TypeError(f"dl_device must be a (device_type, device_id) tuple, got {dl_device!r}")
         target.device_type = <DLDeviceType>_as_int(dl_device[0], "dl_device type")
         target.device_id = _as_int(dl_device[1], "dl_device index")
-    cdef bint same_device = (target.device_type == t.dl.device.device_type
-                             and target.device_id == t.dl.device.device_id)
-    if not same_device:
+    cdef bint on_target = same_device(target, t.dl.device)
+    if not on_target:
         if copy is False:
-            raise CopyError(f"exporting a tensor on {t.device} to device {tuple(dl_device)} "
-                            "needs a copy, and copy=False was given")
+            _refuse_copy(t.dl.device, target)
         if not _can_copy_to(t.dl.device, target):
             raise BufferError(f"cannot export a tensor on {t.device} to device "
                               f"{tuple(dl_device)}: dlinterop cannot reach it")
-    if copy is True or not same_device:
+    if copy is True or not on_target:
         src = _copy_tensor(t, target)
         flags |= DLPACK_FLAG_BITMASK_IS_COPIED
     elif t.flags & DLPACK_FLAG_BITMASK_READ_ONLY:
-        if not versioned and _legacy_export_refused(t):
-            raise BufferError("read-only tensor cannot be exported as a legacy capsule; "
-                              "pass max_version=(1, 0) or copy=True")
+        if not versioned and read_only_by_flag(t):
+            _refuse_legacy_export()
         flags |= DLPACK_FLAG_BITMASK_READ_ONLY
     if versioned:
         return _make_versioned_capsule(src, minor, flags)
@@ -282,8 +278,7 @@ cdef int _check_stream_arg(Tensor t, object stream) except -1:
         if cuda:
             _cuda_stream_wait(t, 1)   # None means the legacy default stream
         return 0
-    if isinstance(stream, bool) or not isinstance(stream, int):
-        raise TypeError(f"stream must be None or an int, got {type(stream).__name__}")
+    _check_stream_type(stream)
     if cuda:
         if stream == 0:
             raise ValueError("stream=0 is ambiguous and not allowed for CUDA; use 1 for the "
@@ -307,7 +302,13 @@ cdef object to_capsule(Tensor t, bint versioned):
     if versioned:
         return _make_versioned_capsule(t, DLPACK_MINOR_VERSION,
                                        t.flags & DLPACK_FLAG_BITMASK_READ_ONLY)
-    if _legacy_export_refused(t):
-        raise BufferError("read-only tensor cannot be exported as a legacy capsule; "
-                          "use versioned=True")
+    if read_only_by_flag(t):
+        _refuse_legacy_export()
     return _make_legacy_capsule(t)
+
+
+cdef DLManagedTensorVersioned* to_managed(Tensor t) except NULL:
+    """An owning versioned managed tensor of `t` (no capsule), its READ_ONLY flag as t's:
+    what dlinterop's own exchange table hands out."""
+    return _make_versioned_managed(t, DLPACK_MINOR_VERSION,
+                                   t.flags & DLPACK_FLAG_BITMASK_READ_ONLY)

@@ -4,9 +4,12 @@
 #
 #     from dlinterop.frameworks cimport ArgSpec, borrow, check_arg, empty_like_c, to_framework_c
 #
-# What this module uses of the core is declared in dlinterop/_core.pxd (to_managed,
-# exchange_api_of, order_for_consumer, zero_fill, device_from_object, borrow_dltensor,
-# tensor_from_managed, tensor_from_object, empty_tensor).
+# What this module uses of the core, all declared in dlinterop/_core.pxd: the classes DType,
+# Device and Tensor; borrow_dltensor, checked_nbytes, device_from_dl, device_from_object,
+# dtype_from_dl, empty_tensor, exchange_api_of, numpy_array_from, order_for_consumer,
+# raise_pending_error, read_only_by_flag, tensor_from_managed, tensor_from_object, to_managed
+# and zero_fill; and the shared rules of dlinterop/_rules.pxd (MAX_NDIM, dims_from_python,
+# is_c_contiguous) and the per-type cache of dlinterop/_type_cache.pxd.
 from libc.stdint cimport int64_t
 
 from dlinterop.dlpack cimport DLDataType, DLDevice, DLTensor
@@ -47,5 +50,7 @@ cdef Tensor empty_like_c(object like, int ndim, const int64_t* shape, DLDataType
 cdef Tensor zeros_like_c(object like, int ndim, const int64_t* shape, DLDataType dtype,
                          DLDevice device)
 
-# An object of like's framework sharing t's memory (see dl.to_framework).
+# An object of like's framework sharing t's memory (see dl.to_framework); BufferError for a
+# Tensor that is read-only by flag where that framework cannot hold read-only memory
+# (PyTorch, CuPy, any exchange-table hand-back).
 cdef object to_framework_c(Tensor t, object like)

@@ -1,4 +1,4 @@
-# cython: language_level=3, freethreading_compatible=True
+# cython: language_level=3, freethreading_compatible=True, auto_pickle=False
 """The kernel author's way out: outputs allocated by the caller's framework and handed back
 as that framework's own type, borrowed views of inputs, and argument checks.
 
@@ -12,14 +12,20 @@ with no Python call; otherwise dlinterop's allocator and that framework's `from_
 looked up once per type. The C-level versions are declared in dlinterop/frameworks.pxd."""
 cimport cython
 from cpython.ref cimport PyObject, Py_DECREF
-from libc.stdint cimport INT64_MAX, int64_t, uint8_t
+from libc.stdint cimport int64_t, uint8_t
 from libc.string cimport strncpy
 
 from dlinterop.dlpack cimport *
-from dlinterop._threadsafe cimport FREE_THREADED, dict_get
+from dlinterop._rules cimport MAX_NDIM, dims_from_python, is_c_contiguous
+from dlinterop._threadsafe cimport dict_get, type_version
+from dlinterop._type_cache cimport (
+    dli_type_cache, type_cache_forget, type_cache_get, type_cache_last, type_cache_put,
+    type_cache_size,
+)
 from dlinterop._core cimport (
-    DType, Device, Tensor, borrow_dltensor, device_from_dl, device_from_object, dtype_from_dl,
-    empty_tensor, exchange_api_of, numpy_array_from, order_for_consumer, raise_pending_error,
+    DType, Device, Tensor, borrow_dltensor, checked_nbytes, device_from_dl,
+    device_from_object, dtype_from_dl, empty_tensor, exchange_api_of,
+    numpy_array_from, order_for_consumer, raise_pending_error, read_only_by_flag,
     tensor_from_managed, tensor_from_object, to_managed, zero_fill,
 )
 
@@ -32,10 +38,7 @@ from dlinterop import _core
 
 cdef extern from "Python.h":
     PyObject* PyErr_Occurred()
-
-cdef enum:
-    MAX_NDIM = 64
-
+    bint PyModule_Check(object obj)
 
 # ---- argument checks --------------------------------------------------------------------
 
@@ -48,21 +51,6 @@ cdef ArgSpec arg_spec() noexcept nogil:
     spec.c_contiguous = False
     spec.writable = False
     return spec
-
-
-cdef bint _is_c_contiguous(const DLTensor* dl) noexcept nogil:
-    cdef int64_t expected = 1
-    cdef int i
-    if dl.strides == NULL:
-        return True
-    for i in range(dl.ndim):
-        if dl.shape[i] == 0:
-            return True
-    for i in range(dl.ndim - 1, -1, -1):
-        if dl.shape[i] != 1 and dl.strides[i] != expected:
-            return False
-        expected *= dl.shape[i]
-    return True
 
 
 cdef str _shape_text(const DLTensor* dl):
@@ -104,7 +92,7 @@ cdef int check_arg(const DLTensor* dl, bint readonly, const char* name,
     if spec.device_type >= 0 and <int>dl.device.device_type != spec.device_type:
         raise ValueError(f"{arg}: expected a tensor on {_device_text(spec.device_type)}, "
                          f"got one on {device_from_dl(dl.device)}")
-    if spec.c_contiguous and not _is_c_contiguous(dl):
+    if spec.c_contiguous and not is_c_contiguous(dl):
         raise ValueError(f"{arg}: expected a C-contiguous tensor, got strides "
                          f"{tuple([dl.strides[i] for i in range(dl.ndim)])} (in elements) "
                          f"for shape {_shape_text(dl)}")
@@ -153,13 +141,19 @@ def check_tensor(x, name="argument", *, dtype=None, ndim=None, device=None,
 # ---- borrowed views -----------------------------------------------------------------------
 
 cdef object borrow(object obj, DLTensor* out, bint* readonly):
+    return _borrow(obj, out, readonly, True)
+
+
+cdef object _borrow(object obj, DLTensor* out, bint* readonly, bint sharing):
+    """borrow(); without `sharing` only the layout will be read (empty_like), so a PyTorch
+    tensor that requires grad is described rather than refused."""
     cdef Tensor t
     if type(obj) is Tensor:
         t = <Tensor>obj
         out[0] = t.dl
         readonly[0] = (t.flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0
         return obj
-    if borrow_dltensor(obj, out):
+    if borrow_dltensor(obj, out, sharing):
         readonly[0] = False     # producers with this table (PyTorch) have no read-only memory
         return obj
     t = tensor_from_object(obj)
@@ -208,33 +202,6 @@ cdef dict _ERROR_KINDS = {
 }
 
 
-cdef int _check_request(int ndim, const int64_t* shape, DLDataType dtype,
-                        DLDevice device) except -1:
-    """What any allocator is asked for is checked here first, the same for every one."""
-    cdef int64_t count = 1
-    cdef int i
-    if ndim < 0 or ndim > MAX_NDIM:
-        raise ValueError(f"ndim must be between 0 and {MAX_NDIM}, got {ndim}")
-    if ndim > 0 and shape == NULL:
-        raise ValueError("NULL shape for ndim > 0")
-    for i in range(ndim):
-        if shape[i] < 0:
-            raise ValueError(f"negative dimension {shape[i]} in shape")
-        if __builtin_mul_overflow(count, shape[i], &count):
-            raise ValueError("shape is too large: its element count overflows int64")
-    if dtype.bits == 0 or dtype.lanes == 0:
-        raise ValueError(f"unsupported data type ({dtype.code}, {dtype.bits}, {dtype.lanes})")
-    if count > (INT64_MAX - 7) // (dtype.bits * dtype.lanes):
-        raise ValueError("shape is too large: its size in bytes overflows int64")
-    if device.device_type == kDLCPU and device.device_id != 0:
-        raise ValueError(f"there is no device cpu:{device.device_id}; use 'cpu'")
-    return 0
-
-
-cdef extern from *:
-    bint __builtin_mul_overflow(int64_t a, int64_t b, int64_t* out) nogil
-
-
 cdef Tensor empty_like_c(object like, int ndim, const int64_t* shape, DLDataType dtype,
                          DLDevice device):
     cdef const DLPackExchangeAPI* api = NULL
@@ -242,7 +209,7 @@ cdef Tensor empty_like_c(object like, int ndim, const int64_t* shape, DLDataType
     cdef DLManagedTensorVersioned* m = NULL
     cdef _AllocError error
     cdef type cls = type(like)
-    _check_request(ndim, shape, dtype, device)
+    checked_nbytes(ndim, shape, dtype, device)
     if cls is not Tensor:
         api = exchange_api_of(cls)
     if api == NULL or api.managed_tensor_allocator == NULL:
@@ -283,25 +250,13 @@ cdef Tensor _like(object x, object shape, object dtype, object device, bint zero
     cdef DLDataType dt
     cdef DLDevice dev
     cdef DType parsed
-    keeper = borrow(x, &view, &readonly)
+    keeper = _borrow(x, &view, &readonly, False)
     if shape is None:
         ndim = view.ndim
         for i in range(ndim):
             dims[i] = view.shape[i]
     else:
-        if isinstance(shape, int):
-            shape = (shape,)
-        try:
-            shape = tuple([operator.index(d) for d in shape])
-        except TypeError:
-            raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
-        if len(shape) > MAX_NDIM:
-            raise ValueError(f"ndim must be at most {MAX_NDIM}, got {len(shape)}")
-        ndim = <int>len(shape)
-        for i in range(ndim):
-            if not (-2**63 <= shape[i] < 2**63):
-                raise ValueError(f"dimension {shape[i]} is out of range")
-            dims[i] = shape[i]
+        ndim = dims_from_python(shape, dims, False)
     if dtype is None:
         dt = view.dtype
     else:
@@ -331,27 +286,46 @@ def zeros_like(x, *, shape=None, dtype=None, device=None):
 @cython.final
 @cython.no_gc
 cdef class _Adapter:
-    """How to make one framework's object from a Tensor: `table_type`'s exchange table
-    when it publishes one (looked up per call through the core's per-type cache, which
-    notices a changed type), else `from_dlpack`; `identity` for dlinterop's own Tensor."""
+    """How to make one framework's object from a Tensor: the exchange table of its tensor
+    type when that publishes one (looked up per call through the core's per-type cache,
+    which notices a changed type), else `from_dlpack`; `identity` for dlinterop's own
+    Tensor. An adapter made for a type holds no reference to it (the cache must let the
+    type die): its table type is the type it is looked up by."""
     cdef bint identity
     cdef bint numpy_native    # from_dlpack is NumPy's: the core makes the ndarray itself
-    cdef object table_type
+    # The framework has no read-only arrays (PyTorch, CuPy), or the hand-back goes through
+    # an exchange table, which cannot refuse what the framework cannot honour: a Tensor
+    # that is read-only by flag is refused rather than handed over writable.
+    cdef bint drops_read_only
+    cdef bint table_is_key    # the table type is the type this adapter was made for
+    cdef object table_type    # else the module's tensor type, or None
     cdef object from_dlpack
     cdef str name
+    cdef unsigned int version_tag   # the type's version tag, for adapters made for a type
 
 
-# like's type (an array passed as `like`) -> _Adapter, and types, modules and module names
-# passed as `like` themselves -> _Adapter. The dict keeps every key alive, so the one-entry
-# cache in front can compare type pointers.
+# Adapters for modules and module names passed as `like` (the dict keeps them, as
+# sys.modules does); adapters for types (an array's type, or a type passed as `like`) live
+# in a cache that lets the types die (src/type_cache.h).
 cdef dict _adapters = {}
-cdef PyObject* _last_type = NULL
-cdef _Adapter _last_adapter = None
+cdef dli_type_cache _adapter_cache
 
 # Module objects (and their top-level names) -> the type whose exchange table hands tensors
 # back, for frameworks known to publish (or to be likely to publish) one.
 cdef dict _TABLE_TYPES = {"torch": "Tensor", "numpy": "ndarray", "cupy": "ndarray",
                           "tvm_ffi": "Tensor"}
+# Frameworks whose arrays are always writable, whatever DLPack's READ_ONLY flag says.
+cdef frozenset _NO_READ_ONLY = frozenset(["torch", "cupy"])
+
+
+def _forget_adapter_type(ref):
+    """The weak-reference callback of the adapter cache: the type died."""
+    type_cache_forget(&_adapter_cache, <PyObject*>ref)
+
+
+def _adapter_types_cached():
+    """Testing aid: how many types the adapter cache holds."""
+    return type_cache_size(&_adapter_cache)
 
 
 cdef object _from_dlpack_of(str top, str what):
@@ -374,6 +348,7 @@ cdef bint _is_numpy_from_dlpack(object function):
 
 cdef _Adapter _adapter_for_type(type cls):
     cdef _Adapter a = _Adapter.__new__(_Adapter)
+    cdef str top = cls.__module__.partition(".")[0]
     a.name = f"{cls.__module__}.{cls.__qualname__}"
     if issubclass(cls, Tensor):
         a.identity = True
@@ -381,9 +356,10 @@ cdef _Adapter _adapter_for_type(type cls):
     if cls is type or cls is str or issubclass(cls, types.ModuleType):
         raise TypeError(f"like= must be an array, an array type or a module name, got "
                         f"{cls.__name__}")
-    a.table_type = cls
-    a.from_dlpack = _from_dlpack_of(cls.__module__.partition(".")[0], a.name)
+    a.table_is_key = True
+    a.from_dlpack = _from_dlpack_of(top, a.name)
     a.numpy_native = _is_numpy_from_dlpack(a.from_dlpack)
+    a.drops_read_only = top in _NO_READ_ONLY
     return a
 
 
@@ -404,38 +380,57 @@ cdef _Adapter _adapter_for_module(object module):
         function = _from_dlpack_of(top, f"module {module.__name__!r}")
     a.from_dlpack = function
     a.numpy_native = _is_numpy_from_dlpack(function)
+    a.drops_read_only = top in _NO_READ_ONLY
+    return a
+
+
+cdef inline _Adapter _adapter_of_type(type cls):
+    """The adapter for arrays of type `cls` (or for `cls` passed as like=), cached."""
+    cdef PyObject* last = type_cache_last(&_adapter_cache, <PyObject*>cls, type_version(cls))
+    if last != NULL:
+        return <_Adapter>last
+    return _adapter_lookup(cls)
+
+
+cdef _Adapter _adapter_lookup(type cls):
+    cdef _Adapter a
+    cdef PyObject* cached = type_cache_get(&_adapter_cache, <PyObject*>cls, type_version(cls))
+    if cached != NULL:
+        a = <_Adapter>cached
+        Py_DECREF(a)
+        return a
+    a = _adapter_for_type(cls)
+    getattr(cls, "__dlpack__", None)   # a type lookup assigns the version tag if it has none
+    a.version_tag = type_version(cls)
+    type_cache_put(&_adapter_cache, <PyObject*>cls, a.version_tag, <PyObject*>a,
+                   <PyObject*>_forget_adapter_type)
     return a
 
 
 cdef _Adapter _resolve(object like):
-    global _last_type, _last_adapter
     cdef _Adapter a
-    cdef type cls = type(like)
-    # The one-entry cache is two globals, so free-threaded builds use the dict alone.
-    if not FREE_THREADED and <PyObject*>cls == _last_type:
-        return _last_adapter
-    if isinstance(like, str) or isinstance(like, types.ModuleType) or isinstance(like, type):
-        a = dict_get(_adapters, like)
-        if a is None:
-            if isinstance(like, str):
-                try:
-                    module = importlib.import_module(like)
-                except ImportError as e:
-                    raise TypeError(f"like={like!r}: no such framework is installed ({e})") from None
-                a = _adapter_for_module(module)
-            elif isinstance(like, type):
-                a = _adapter_for_type(<type>like)
-            else:
-                a = _adapter_for_module(like)
-            _adapters[like] = a
-        return a
-    a = dict_get(_adapters, cls)
+    cdef PyObject* last
+    cdef type cls
+    if isinstance(like, type):
+        return _adapter_of_type(<type>like)
+    # An array whose type was the last one asked about: before any other test of `like`.
+    cls = type(like)
+    last = type_cache_last(&_adapter_cache, <PyObject*>cls, type_version(cls))
+    if last != NULL:
+        return <_Adapter>last
+    if not (isinstance(like, str) or PyModule_Check(like)):
+        return _adapter_lookup(cls)
+    a = dict_get(_adapters, like)
     if a is None:
-        a = _adapter_for_type(cls)
-        _adapters[cls] = a
-    if not FREE_THREADED:
-        _last_type = <PyObject*>cls
-        _last_adapter = a
+        if isinstance(like, str):
+            try:
+                module = importlib.import_module(like)
+            except ImportError as e:
+                raise TypeError(f"like={like!r}: no such framework is installed ({e})") from None
+            a = _adapter_for_module(module)
+        else:
+            a = _adapter_for_module(like)
+        _adapters[like] = a
     return a
 
 
@@ -454,9 +449,15 @@ cdef object _through_table(Tensor t, const DLPackExchangeAPI* api):
     return result
 
 
+cdef int _refuse_read_only(Tensor t, _Adapter a) except -1:
+    raise BufferError(f"the tensor is read-only and {a.name} cannot hold read-only memory: "
+                      "it would be handed over writable; pass copy=True for a writable copy")
+
+
 cdef object to_framework_c(Tensor t, object like):
     cdef const DLPackExchangeAPI* api = NULL
     cdef _Adapter a = _resolve(like)
+    cdef object table_type
     if a.identity:
         return t
     # NumPy first: the core's own hand-back is probed equal to np.from_dlpack and costs
@@ -466,21 +467,36 @@ cdef object to_framework_c(Tensor t, object like):
         result = numpy_array_from(t)
         if result is not None:
             return result
-    if a.table_type is not None:
-        api = exchange_api_of(<type>a.table_type)
+    if a.table_is_key:
+        table_type = like if isinstance(like, type) else type(like)
+    else:
+        table_type = a.table_type
+    if table_type is not None:
+        api = exchange_api_of(<type>table_type)
         if api != NULL and api.managed_tensor_to_py_object_no_sync != NULL:
+            if read_only_by_flag(t):
+                _refuse_read_only(t, a)
             return _through_table(t, api)
+    if a.drops_read_only and read_only_by_flag(t):
+        _refuse_read_only(t, a)
     return a.from_dlpack(t)
 
 
-def to_framework(t, like):
+def to_framework(t, like, *, copy=None):
     """An object of like's framework sharing t's memory. `like` is an array of that
     framework, its type, the framework's module or its name ("torch", "numpy", "jax",
     "cupy", ...). Where the type publishes the DLPack C exchange API (PyTorch) the hand-back
     is a C call (managed_tensor_to_py_object_no_sync); for NumPy the core makes the ndarray
     through NumPy's C API, as np.from_dlpack(t) would but with t itself as its base;
     otherwise that framework's from_dlpack(t), looked up once. `t` may be anything
-    dl.from_dlpack takes. The consumer sees t's READ_ONLY flag as with any export
-    (PyTorch, which has no read-only tensors, takes the memory as its from_dlpack does)."""
+    dl.from_dlpack takes.
+
+    A Tensor that is read-only by flag is never handed over writable: NumPy and JAX receive
+    it read-only; frameworks that have no read-only arrays (PyTorch, CuPy) get BufferError.
+    copy=True hands back a new writable copy instead (always a copy, as elsewhere)."""
     cdef Tensor tensor = t if type(t) is Tensor else tensor_from_object(t)
+    if copy is True:
+        tensor = tensor.copy()
+    elif copy is not None and copy is not False:
+        raise TypeError(f"copy must be True, False or None, got {copy!r}")
     return to_framework_c(tensor, like)

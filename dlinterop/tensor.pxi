@@ -1,23 +1,87 @@
-# The Tensor class: owned, aligned buffers or imported managed tensors, their attributes,
-# the buffer protocol, copies and pickling. Export lives in export.pxi, import in
-# importer.pxi; the methods here only forward to them.
+# Provides: the Tensor class: owned, aligned buffers or imported managed tensors, their
+# attributes, the buffer protocol, and deallocation that never recurses without bound.
+# Uses: every file above (the methods forward to them); last, so that nothing calls it.
 
-# Host-accessible device types: the CPU can read and write them directly.
-cdef inline bint _host_accessible(DLDeviceType device_type) noexcept nogil:
-    return device_type == kDLCPU or device_type == kDLCUDAHost or device_type == kDLCUDAManaged
+cdef extern from *:
+    """
+    /* What a dying Tensor lets go of: an imported managed tensor (either kind) and the
+       reference to its memory's owner. Released at once, unless this thread is already
+       DLI_RELEASE_DEPTH releases deep, in which case they are queued and released by the
+       outermost one, so that a long chain of Tensors held by other frameworks' tensors is
+       freed in a loop rather than by recursion that overflows the C stack. */
+    #include "dlpack/dlpack.h"
+    #define DLI_RELEASE_DEPTH 32
+    typedef struct dli_release {
+        struct dli_release *next;
+        DLManagedTensorVersioned *versioned;
+        DLManagedTensor *legacy;
+        PyObject *owner;
+    } dli_release;
+    /* Per thread where there is no GIL. With a GIL one depth and one queue serve every
+       thread (and cost no thread-local lookup on every deallocation): a thread that finds
+       the depth at 1 after its release drains the queue, and the last one out always does,
+       since nothing lets the GIL go between that check and the decrement. */
+    #ifdef Py_GIL_DISABLED
+    static _Thread_local int dli_release_depth = 0;
+    static _Thread_local dli_release *dli_release_queue = NULL;
+    #else
+    static int dli_release_depth = 0;
+    static dli_release *dli_release_queue = NULL;
+    #endif
 
+    static void dli_release_now(DLManagedTensorVersioned *versioned, DLManagedTensor *legacy,
+                                PyObject *owner) {
+        if (versioned != NULL && versioned->deleter != NULL) versioned->deleter(versioned);
+        if (legacy != NULL && legacy->deleter != NULL) legacy->deleter(legacy);
+        Py_XDECREF(owner);
+    }
 
-cdef inline int64_t _element_count(const DLTensor* dl) noexcept nogil:
-    cdef int64_t n = 1
-    cdef int i
-    for i in range(dl.ndim):
-        n *= dl.shape[i]
-    return n
+    /* 1 when a release now would be DLI_RELEASE_DEPTH deep: queue it instead. */
+    static inline int dli_release_too_deep(void) {
+        return dli_release_depth >= DLI_RELEASE_DEPTH;
+    }
 
+    /* Queues a release (taking the reference to owner); releases at once if out of memory.
+       Rare: kept out of line, so the common deallocation stays small. */
+    static __attribute__((noinline, cold)) void dli_release_later(DLManagedTensorVersioned *versioned, DLManagedTensor *legacy,
+                                  PyObject *owner) {
+        dli_release *later = (dli_release *)malloc(sizeof(dli_release));
+        if (later == NULL) {
+            dli_release_now(versioned, legacy, owner);   /* deeper than we would like */
+            return;
+        }
+        later->versioned = versioned;
+        later->legacy = legacy;
+        later->owner = owner;
+        later->next = dli_release_queue;
+        dli_release_queue = later;
+    }
 
-cdef inline int64_t _storage_bytes(int64_t count, DLDataType dt) noexcept nogil:
-    # Packed sub-byte data takes ceil(count * bits * lanes / 8) bytes.
-    return (count * dt.bits * dt.lanes + 7) // 8
+    static inline void dli_release_enter(void) {
+        dli_release_depth++;
+    }
+
+    static __attribute__((noinline, cold)) void dli_release_drain(void) {
+        while (dli_release_queue != NULL) {
+            dli_release *next = dli_release_queue;
+            dli_release_queue = next->next;
+            dli_release_now(next->versioned, next->legacy, next->owner);
+            free(next);
+        }
+    }
+
+    /* The outermost release of the thread drains what deeper ones queued. */
+    static inline void dli_release_leave(void) {
+        if (dli_release_depth == 1 && dli_release_queue != NULL) dli_release_drain();
+        dli_release_depth--;
+    }
+    """
+    bint dli_release_too_deep() noexcept
+    void dli_release_later(DLManagedTensorVersioned* versioned, DLManagedTensor* legacy,
+                           PyObject* owner) noexcept
+    void dli_release_enter() noexcept
+    void dli_release_leave() noexcept
+    void dli_incref "Py_INCREF" (PyObject* obj) noexcept
 
 
 # No GC support, like NumPy's ndarray: a Tensor's only object reference is its owner,
@@ -53,12 +117,9 @@ cdef class Tensor:
     def __dealloc__(self):
         cdef DLManagedTensorVersioned* mv = self.managed_versioned
         cdef DLManagedTensor* ml = self.managed_legacy
+        cdef PyObject* owner
         self.managed_versioned = NULL
         self.managed_legacy = NULL
-        if mv != NULL and mv.deleter != NULL:
-            mv.deleter(mv)
-        if ml != NULL and ml.deleter != NULL:
-            ml.deleter(ml)
         if self.alloc_base != NULL:
             if self.dl.device.device_type == kDLCPU:
                 dli_host_free(self.alloc_base, self.alloc_nbytes)
@@ -68,10 +129,26 @@ cdef class Tensor:
         if self.shape_strides != self.inline_storage:
             free(self.shape_strides)
             self.shape_strides = self.inline_storage
-        # Drop the owner here, where Cython keeps any pending exception aside, not in the
-        # generated clean-up after this method: an owner's destructor (a foreign capsule's,
-        # say) may run Python code, which must not see an exception in flight.
+        # Releasing the managed tensor or the owner may free other Tensors (a chain through
+        # other frameworks' tensors: torch -> dlinterop -> torch ...), each from inside the
+        # last one's deallocation; past a depth the releases are queued for the outermost
+        # deallocation, as CPython's trashcan does for containers.
+        if dli_release_too_deep():
+            owner = <PyObject*>self.owner_ref
+            dli_incref(owner)
+            self.owner_ref = None
+            dli_release_later(mv, ml, owner)
+            return
+        dli_release_enter()
+        if mv != NULL and mv.deleter != NULL:
+            mv.deleter(mv)
+        if ml != NULL and ml.deleter != NULL:
+            ml.deleter(ml)
+        # Dropped here, where Cython keeps any pending exception aside, not in the generated
+        # clean-up after this method: an owner's destructor (a foreign capsule's, say) may
+        # run Python code, which must not see an exception in flight.
         self.owner_ref = None
+        dli_release_leave()
 
     cdef DLTensor* dltensor(self) noexcept nogil:
         return &self.dl
@@ -101,12 +178,12 @@ cdef class Tensor:
 
     @property
     def size(self):
-        return _element_count(&self.dl)
+        return element_count(&self.dl)
 
     @property
     def nbytes(self):
         # In Python ints: a broadcast (zero-stride) view can hold more than 2**63 bytes' worth.
-        return (<object>_element_count(&self.dl) * self.dl.dtype.bits * self.dl.dtype.lanes + 7) // 8
+        return (<object>element_count(&self.dl) * self.dl.dtype.bits * self.dl.dtype.lanes + 7) // 8
 
     @property
     def itemsize(self):
@@ -138,13 +215,20 @@ cdef class Tensor:
         return (self.flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0
 
     @property
+    def is_shared(self):
+        """True when the memory is a shared-memory segment, or CUDA device memory that CUDA
+        IPC can hand out (dl.share, shared=True): sent through multiprocessing, the Tensor
+        arrives over the same memory."""
+        return _shared_memory_of(self) is not None or _is_cuda_ipc_memory(self)
+
+    @property
     def owner(self):
         """The object keeping the memory alive, or None when the Tensor owns its buffer."""
         return self.owner_ref
 
     def is_contiguous(self):
         """True when the elements are laid out in C order (always for zero-size tensors)."""
-        return _is_c_contiguous(&self.dl)
+        return is_c_contiguous(&self.dl)
 
     def __len__(self):
         if self.dl.ndim == 0:
@@ -160,7 +244,10 @@ cdef class Tensor:
     # -- DLPack (export.pxi) ------------------------------------------------------------
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        """Export as a DLPack capsule; see SPEC section 6.1 for every rule."""
+        """Export as a DLPack capsule: versioned when max_version allows (stamped with the
+        newest version both sides implement, at most 1.3), sharing this Tensor's memory
+        unless copy=True or another dl_device= asks for a copy; the rules are DLPack's
+        (https://dmlc.github.io/dlpack/latest/python_spec.html)."""
         return _export(self, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self):
@@ -175,39 +262,15 @@ cdef class Tensor:
         return _copy_tensor(self, target)
 
     def to(self, device, *, copy=None, stream=None):
-        """This Tensor when it already lives on `device` and copy is not True, else a copy."""
-        cdef DLDevice target = _parse_device(device)
-        _check_copy_arg(copy)
-        same = (target.device_type == self.dl.device.device_type
-                and target.device_id == self.dl.device.device_id)
-        if same and copy is not True:
-            return self
-        if copy is False:
-            raise CopyError(f"moving a tensor from {self.device} to "
-                            f"{device_from_dl(target)} needs a copy, and copy=False was given")
-        return _copy_tensor(self, target)
+        """This Tensor when it already lives on `device` and copy is not True, else a copy.
+        `stream` (an int, as DLPack passes streams) is the CUDA stream the copy is issued
+        on, instead of dlinterop's current one; copies between host memory take None or -1."""
+        return _tensor_to(self, device, copy, stream)
 
     @property
     def __cuda_array_interface__(self):
         """Version 3 of Numba's CUDA array interface, for CUDA device and managed memory."""
-        if self.dl.device.device_type != kDLCUDA and self.dl.device.device_type != kDLCUDAManaged:
-            raise AttributeError(f"a tensor on {self.device} has no __cuda_array_interface__")
-        cdef DType dt = dtype_from_dl(self.dl.dtype)
-        typestr = _TYPESTR_KINDS.get(self.dl.dtype.code)
-        if typestr is None or self.dl.dtype.lanes != 1:
-            raise AttributeError(f"__cuda_array_interface__ cannot describe {dt.name}")
-        stream = 1   # the legacy default stream, where dlinterop works unless told otherwise
-        if _cuda is not None:
-            stream = _cuda.current_stream_ptr(self.dl.device.device_id) or 1
-        return {
-            "shape": self.shape,
-            "typestr": ("|" if dt.itemsize == 1 else "<") + typestr + str(dt.itemsize),
-            "data": (self.data_ptr, self.readonly),
-            "version": 3,
-            "strides": None if _is_c_contiguous(&self.dl) else tuple(
-                [s * dt.itemsize for s in self.strides]),
-            "stream": stream,
-        }
+        return _cuda_array_interface(self)
 
     # -- buffer protocol ----------------------------------------------------------------
 
@@ -216,7 +279,7 @@ cdef class Tensor:
         cdef Py_ssize_t* byte_strides = NULL
         cdef int64_t length
         cdef int i
-        if not _host_accessible(self.dl.device.device_type):
+        if not host_accessible(self.dl.device.device_type):
             raise BufferError(f"memory on {self.device} is not host-accessible; "
                               "use .to('cpu') first")
         if dt.buffer_format == NULL:
@@ -224,7 +287,7 @@ cdef class Tensor:
                               "use DLPack (from_dlpack) to exchange it")
         if (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE and self.readonly:
             raise BufferError("tensor is read-only")
-        contiguous = _is_c_contiguous(&self.dl)
+        contiguous = is_c_contiguous(&self.dl)
         if (flags & PyBUF_STRIDES) != PyBUF_STRIDES or (
                 flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS:
             if not contiguous:
@@ -233,7 +296,7 @@ cdef class Tensor:
             raise BufferError("tensor is not Fortran-contiguous")
         if (flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS and not contiguous:
             raise BufferError("tensor is not contiguous")
-        if __builtin_mul_overflow(_element_count(&self.dl), dt.itemsize, &length):
+        if __builtin_mul_overflow(element_count(&self.dl), dt.itemsize, &length):
             # A broadcast view can name more bytes than an address space holds.
             raise BufferError(f"a buffer of {self.size} x {dt.itemsize} bytes cannot be described")
         if self.dl.ndim > 0 and (flags & PyBUF_STRIDES) == PyBUF_STRIDES:
@@ -261,301 +324,4 @@ cdef class Tensor:
     # -- pickle -------------------------------------------------------------------------
 
     def __reduce_ex__(self, protocol):
-        if not _host_accessible(self.dl.device.device_type):
-            raise TypeError(f"a tensor on {self.device} cannot be pickled; "
-                            "move it with .to('cpu') first")
-        src = self if _is_c_contiguous(&self.dl) else _copy_tensor(self, self.dl.device)
-        meta = (self.shape, (self.dl.dtype.code, self.dl.dtype.bits, self.dl.dtype.lanes),
-                self.readonly)
-        raw = _RawBytes.__new__(_RawBytes)
-        (<_RawBytes>raw).tensor = src
-        if protocol >= 5:
-            from pickle import PickleBuffer
-            # Out-of-band when the pickler has a buffer_callback: zero-copy.
-            return (_rebuild_tensor, (PickleBuffer(raw),) + meta)
-        return (_rebuild_tensor, (bytes(memoryview(raw)),) + meta)
-
-
-@cython.final
-cdef class _RawBytes:
-    """The bytes of a C-contiguous host Tensor as a flat, format-less buffer: pickle's
-    vehicle for every dtype, including those the buffer protocol has no format for."""
-    cdef Tensor tensor
-
-    def __getbuffer__(self, Py_buffer* buf, int flags):
-        cdef Tensor t = self.tensor
-        if (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE and t.readonly:
-            raise BufferError("tensor is read-only")
-        buf.buf = <char*>t.dl.data + t.dl.byte_offset
-        buf.obj = self
-        buf.len = _storage_bytes(_element_count(&t.dl), t.dl.dtype)
-        buf.readonly = t.readonly
-        buf.itemsize = 1
-        buf.format = <char*>"B" if (flags & PyBUF_FORMAT) == PyBUF_FORMAT else NULL
-        buf.ndim = 1
-        buf.shape = &buf.len if (flags & PyBUF_ND) == PyBUF_ND else NULL
-        buf.strides = &buf.itemsize if (flags & PyBUF_STRIDES) == PyBUF_STRIDES else NULL
-        buf.suboffsets = NULL
-        buf.internal = NULL
-
-    def __releasebuffer__(self, Py_buffer* buf):
-        pass
-
-
-def _rebuild_tensor(data, shape, dtype_triple, readonly):
-    """Unpickle: wrap the received buffer without copying when it is writable (or the
-    tensor was read-only) and suitably aligned; copy otherwise."""
-    cdef DType dt = dtype(tuple(dtype_triple))
-    cdef Tensor t
-    view = memoryview(data).cast("B")
-    if view.readonly and not readonly:
-        view = memoryview(bytearray(view))
-    t = _tensor_from_raw_buffer(view, tuple(shape), dt)
-    if readonly:
-        t.flags |= DLPACK_FLAG_BITMASK_READ_ONLY
-    return t
-
-
-cdef dict _TYPESTR_KINDS = {kDLBool: "b", kDLInt: "i", kDLUInt: "u", kDLFloat: "f",
-                            kDLComplex: "c"}
-
-
-cdef bint _is_c_contiguous(const DLTensor* dl) noexcept nogil:
-    cdef int64_t expected = 1
-    cdef int i
-    for i in range(dl.ndim):
-        if dl.shape[i] == 0:
-            return True
-    for i in range(dl.ndim - 1, -1, -1):
-        if dl.shape[i] != 1 and dl.strides[i] != expected:
-            return False
-        expected *= dl.shape[i]
-    return True
-
-
-cdef int _check_copy_arg(object copy) except -1:
-    if copy is not None and copy is not True and copy is not False:
-        raise TypeError(f"copy must be True, False or None, got {copy!r}")
-    return 0
-
-
-# -- creation ---------------------------------------------------------------------------
-
-cdef int _reserve_shape(Tensor t, int ndim) except -1:
-    """Points t.dl.shape/strides at storage for ndim entries each."""
-    if ndim > 4:
-        t.shape_strides = <int64_t*>malloc(2 * ndim * sizeof(int64_t))
-        if t.shape_strides == NULL:
-            t.shape_strides = t.inline_storage
-            raise MemoryError()
-    t.dl.ndim = ndim
-    if ndim > 0:
-        t.dl.shape = t.shape_strides
-        t.dl.strides = t.shape_strides + ndim
-    else:
-        t.dl.shape = NULL
-        t.dl.strides = NULL
-    return 0
-
-
-cdef inline void _fill_c_strides(int64_t* strides, const int64_t* shape, int ndim) noexcept nogil:
-    cdef int64_t step = 1
-    cdef int i
-    for i in range(ndim - 1, -1, -1):
-        strides[i] = step
-        if shape[i] > 1:
-            # Unsigned: the product wraps (instead of signed-overflow UB) only for an empty
-            # tensor with a 0 dim in front, whose strides address nothing.
-            step = <int64_t>(<uint64_t>step * <uint64_t>shape[i])
-
-
-cdef Tensor _allocate(int ndim, const int64_t* shape, DLDataType dt, DLDevice device,
-                      size_t alignment, bint zero):
-    cdef Tensor t = Tensor.__new__(Tensor)
-    cdef int64_t count = 1
-    cdef int i
-    if ndim < 0 or ndim > MAX_NDIM:
-        raise ValueError(f"ndim must be between 0 and {MAX_NDIM}, got {ndim}")
-    for i in range(ndim):
-        if shape[i] < 0:
-            raise ValueError(f"negative dimension {shape[i]} in shape")
-        if __builtin_mul_overflow(count, shape[i], &count):
-            raise ValueError("shape is too large: its element count overflows int64")
-    if count > (INT64_MAX - 7) // (dt.bits * dt.lanes):
-        raise ValueError("shape is too large: its size in bytes overflows int64")
-    _reserve_shape(t, ndim)
-    if ndim > 0: memcpy(t.dl.shape, shape, ndim * sizeof(int64_t))  # no NULL to memcpy (UB)
-    _fill_c_strides(t.dl.strides, shape, ndim)
-    t.dl.dtype = dt
-    t.dl.device = device
-    t.dl.byte_offset = 0
-    t.alloc_nbytes = <size_t>_storage_bytes(count, dt)
-    if device.device_type == kDLCPU:
-        if device.device_id != 0:
-            raise ValueError(f"there is no device cpu:{device.device_id}; use 'cpu'")
-        t.dl.data = dli_host_alloc(t.alloc_nbytes, alignment, zero, &t.alloc_base)
-        if t.dl.data == NULL:
-            raise MemoryError(f"cannot allocate {t.alloc_nbytes} bytes")
-    else:
-        t.dl.data = _device_alloc(t.alloc_nbytes, alignment, zero, device, &t.alloc_base)
-    return t
-
-
-cdef Tensor empty_tensor(int ndim, const int64_t* shape, DLDataType dtype, DLDevice device):
-    """A new owned, C-contiguous Tensor, uninitialised, with the default alignment."""
-    if not _valid_dtype_nogil(dtype):
-        raise ValueError(f"unsupported data type ({dtype.code}, {dtype.bits}, {dtype.lanes})")
-    return _allocate(ndim, shape, dtype, device, DEFAULT_ALIGNMENT, False)
-
-
-cdef Tensor _new_from_python(object shape, object dtype_like, object device, object alignment,
-                             bint zero):
-    cdef DType dt = _float32 if dtype_like is None else dtype(dtype_like)
-    cdef DLDevice dev
-    cdef int64_t dims[MAX_NDIM]
-    cdef Py_ssize_t ndim, i
-    cdef Py_ssize_t align
-    if device is None or device == "cpu":
-        dev.device_type = kDLCPU
-        dev.device_id = 0
-    else:
-        dev = _parse_device(device)
-    align = operator.index(alignment)
-    if align <= 0 or (align & (align - 1)) != 0:
-        raise ValueError(f"alignment must be a power of two, got {alignment}")
-    if align < dt.itemsize:
-        raise ValueError(f"alignment {align} is smaller than the item size {dt.itemsize} of {dt}")
-    if isinstance(shape, int):
-        shape = (shape,)
-    try:
-        shape = tuple([operator.index(d) for d in shape])
-    except TypeError:
-        raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
-    ndim = len(shape)
-    if ndim > MAX_NDIM:
-        raise ValueError(f"ndim must be at most {MAX_NDIM}, got {ndim}")
-    for i in range(ndim):
-        if not (INT64_MIN <= shape[i] <= INT64_MAX):
-            raise ValueError(f"dimension {shape[i]} is out of range")
-        dims[i] = shape[i]
-    return _allocate(<int>ndim, dims, dt.dl, dev, <size_t>align, zero)
-
-
-def empty(shape, dtype="float32", *, device="cpu", alignment=DEFAULT_ALIGNMENT):
-    """A new uninitialised Tensor. Its buffer is aligned to `alignment` bytes (256 by
-    default, so that consumers with alignment rules, such as XLA, take it without copying)."""
-    return _new_from_python(shape, dtype, device, alignment, False)
-
-
-def zeros(shape, dtype="float32", *, device="cpu", alignment=DEFAULT_ALIGNMENT):
-    """A new Tensor filled with zeros."""
-    return _new_from_python(shape, dtype, device, alignment, True)
-
-
-cdef object _dtype_of = dtype   # dtype() under a name that full()'s dtype parameter cannot shadow
-
-
-def full(shape, value, dtype=None, *, device="cpu", alignment=DEFAULT_ALIGNMENT):
-    """A new Tensor filled with `value`. Without a dtype it is inferred from the value as
-    PyTorch does: bool -> bool, int -> int64, float -> float32, complex -> complex64."""
-    if dtype is None:
-        if isinstance(value, bool):
-            dtype = bool_
-        elif isinstance(value, int):
-            dtype = int64
-        elif isinstance(value, float):
-            dtype = float32
-        elif isinstance(value, complex):
-            dtype = complex64
-        else:
-            raise TypeError(f"cannot infer a dtype from {type(value).__name__}; pass dtype=")
-    cdef DType dt = dtype if type(dtype) is DType else _dtype_of(dtype)
-    cdef bytes pattern = _encode_scalar(dt, value)
-    cdef Tensor t
-    cdef int64_t count, tail
-    if dt.dl.bits < 8:
-        return _full_packed(shape, pattern[0], dt, device, alignment)
-    t = _new_from_python(shape, dt, device, alignment, False)
-    count = _element_count(&t.dl)
-    if t.dl.device.device_type == kDLCPU:
-        dli_fill(<char*>t.dl.data, pattern, len(pattern), count)
-    else:
-        _device_fill(t, pattern, count)
-    return t
-
-
-cdef Tensor _full_packed(object shape, int code, DType dt, object device, object alignment):
-    """full() for packed sub-byte types: codes of dt.bits bits, little bit-endian, every
-    lane the same. One period of the bit pattern is lcm(bits, 8) bits long."""
-    cdef int bits = dt.dl.bits
-    cdef int period_bits = bits * 8 // math.gcd(bits, 8)
-    cdef int per_period = period_bits // bits
-    cdef bytes period = sum(code << (i * bits) for i in range(per_period)).to_bytes(
-        period_bits // 8, "little")
-    cdef Tensor t = _new_from_python(shape, dt, "cpu", alignment, False)
-    cdef int64_t nbytes = _storage_bytes(_element_count(&t.dl), dt.dl)
-    cdef int64_t whole = nbytes // len(period)
-    dli_fill(<char*>t.dl.data, period, len(period), whole)
-    memcpy(<char*>t.dl.data + whole * len(period), <const char*>period, nbytes - whole * len(period))
-    if device is None or device == "cpu":
-        return t
-    return t.copy(device=device)
-
-
-cdef bytes _encode_scalar(DType dt, object value):
-    cdef uint8_t code = dt.dl.code
-    if dt.buffer_format != NULL and code != kDLComplex:
-        fmt = dt.buffer_format.decode()
-        if code == kDLBool:
-            return struct.pack("?", bool(value))
-        if code == kDLFloat:
-            return _pack_float(fmt, float(value))
-        if isinstance(value, float):
-            # Truncates toward zero, as NumPy and PyTorch do; NaN and inf raise.
-            value = int(value)
-        try:
-            return struct.pack(fmt, operator.index(value))
-        except struct.error:
-            raise OverflowError(f"{value!r} does not fit in {dt.name}") from None
-    if code == kDLComplex:
-        value = complex(value)
-        part = {32: "e", 64: "f", 128: "d"}[dt.dl.bits]
-        return _pack_float(part, value.real) + _pack_float(part, value.imag)
-    if code == kDLBfloat:
-        # Round the float32 pattern to its top 16 bits, to nearest even; NaN stays NaN.
-        value = float(value)
-        if value != value:
-            return struct.pack("<H", 0x7FC0)
-        bits32 = struct.unpack("<I", _pack_float("f", value))[0]
-        bits32 += 0x7FFF + ((bits32 >> 16) & 1)
-        return struct.pack("<H", (bits32 >> 16) & 0xFFFF)
-    from dlinterop import _minifloat
-    name = "float4_e2m1fn" if dt is float4_e2m1fn_x2 else dt.name
-    return bytes([_minifloat.encode(name, float(value))])
-
-
-cdef bytes _pack_float(str fmt, double value):
-    try:
-        return struct.pack("<" + fmt, value)
-    except OverflowError:
-        # Out of the format's range: infinity, as a cast in NumPy or PyTorch gives.
-        return struct.pack("<" + fmt, math.copysign(math.inf, value))
-
-
-# -- copies -----------------------------------------------------------------------------
-
-cdef Tensor _copy_tensor(Tensor src, DLDevice target):
-    cdef Tensor out
-    if src.dl.device.device_type != kDLCPU or target.device_type != kDLCPU:
-        return _device_copy(src, target)
-    if _is_packed_subbyte(src.dl.dtype) and not _is_c_contiguous(&src.dl):
-        raise BufferError("cannot copy a strided tensor of a packed sub-byte type")
-    out = _allocate(src.dl.ndim, src.dl.shape, src.dl.dtype, target, DEFAULT_ALIGNMENT, False)
-    if _is_packed_subbyte(src.dl.dtype):
-        memcpy(out.dl.data, <char*>src.dl.data + src.dl.byte_offset, out.alloc_nbytes)
-    else:
-        with nogil:
-            dli_copy_to_contiguous(<char*>out.dl.data, <char*>src.dl.data + src.dl.byte_offset,
-                                   src.dl.ndim, src.dl.shape, src.dl.strides,
-                                   (src.dl.dtype.bits * src.dl.dtype.lanes) // 8)
-    return out
+        return _reduce_tensor(self, protocol)

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #define DLI_MAX_DEVICES 64
-#define DLI_MAX_NDIM 64
 
 static __thread void* current_streams[DLI_MAX_DEVICES];
 
@@ -68,6 +67,10 @@ int dli_cuda_malloc(int kind, int device, size_t nbytes, int zero, void* stream,
       return (int)err;
     case DLI_CUDA_MANAGED:
       err = cudaMallocManaged(out, n, cudaMemAttachGlobal);
+      if (err == cudaSuccess && zero) err = cudaMemsetAsync(*out, 0, n, s);
+      return (int)err;
+    case DLI_CUDA_DEVICE_IPC:
+      err = cudaMalloc(out, n);
       if (err == cudaSuccess && zero) err = cudaMemsetAsync(*out, 0, n, s);
       return (int)err;
     default:
@@ -213,6 +216,107 @@ int dli_cuda_pointer_device(const void* ptr, int* device, int* device_type) {
     default: *device_type = 1; break;
   }
   return 0;
+}
+
+typedef int (*dli_mem_get_address_range_fn)(unsigned long long* base, size_t* size,
+                                             unsigned long long ptr);
+
+/* cuMemGetAddressRange from the driver the runtime loaded (no link against libcuda). */
+static dli_mem_get_address_range_fn mem_get_address_range(void) {
+  static dli_mem_get_address_range_fn fn = NULL;
+  if (fn == NULL) {
+    void* found = NULL;
+    cudaDriverEntryPointQueryResult status;
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &found, 12000,
+                                         cudaEnableDefault, &status) == cudaSuccess &&
+        status == cudaDriverEntryPointSuccess) {
+      fn = (dli_mem_get_address_range_fn)found;
+    } else {
+      cudaGetLastError();
+    }
+  }
+  return fn;
+}
+
+int dli_cuda_ipc_export(const void* ptr, int device, void* handle, size_t* offset,
+                        size_t* size) {
+  DeviceGuard guard(device);
+  if (guard.err != cudaSuccess) return (int)guard.err;
+  dli_mem_get_address_range_fn range = mem_get_address_range();
+  unsigned long long base = 0;
+  if (range == NULL) return (int)cudaErrorNotSupported;
+  if (range(&base, size, (unsigned long long)(uintptr_t)ptr) != 0) {
+    return (int)cudaErrorInvalidValue;
+  }
+  cudaIpcMemHandle_t h;
+  cudaError_t err = cudaIpcGetMemHandle(&h, (void*)(uintptr_t)base);
+  if (err != cudaSuccess) return (int)err;
+  memcpy(handle, &h, sizeof h);
+  *offset = (size_t)((uintptr_t)ptr - (uintptr_t)base);
+  return 0;
+}
+
+int dli_cuda_ipc_open(const void* handle, int device, void** base, size_t* size) {
+  DeviceGuard guard(device);
+  if (guard.err != cudaSuccess) return (int)guard.err;
+  dli_mem_get_address_range_fn range = mem_get_address_range();
+  unsigned long long start = 0;
+  if (range == NULL) return (int)cudaErrorNotSupported;
+  cudaIpcMemHandle_t h;
+  memcpy(&h, handle, sizeof h);
+  cudaError_t err = cudaIpcOpenMemHandle(base, h, cudaIpcMemLazyEnablePeerAccess);
+  if (err != cudaSuccess) return (int)err;
+  if (range(&start, size, (unsigned long long)(uintptr_t)*base) != 0) {
+    cudaIpcCloseMemHandle(*base);
+    return (int)cudaErrorInvalidValue;
+  }
+  return 0;
+}
+
+int dli_cuda_ipc_close(int device, void* base) {
+  DeviceGuard guard(device);
+  cudaError_t err = cudaIpcCloseMemHandle(base);
+  if (err == cudaErrorCudartUnloading) err = cudaSuccess;
+  return (int)err;
+}
+
+int dli_cuda_ipc_event_record(int device, void* stream, void* handle, void** event) {
+  DeviceGuard guard(device);
+  if (guard.err != cudaSuccess) return (int)guard.err;
+  cudaEvent_t e;
+  cudaError_t err =
+      cudaEventCreateWithFlags(&e, cudaEventInterprocess | cudaEventDisableTiming);
+  if (err != cudaSuccess) return (int)err;
+  err = cudaEventRecord(e, (cudaStream_t)stream);
+  cudaIpcEventHandle_t h;
+  if (err == cudaSuccess) err = cudaIpcGetEventHandle(&h, e);
+  if (err != cudaSuccess) {
+    cudaEventDestroy(e);
+    return (int)err;
+  }
+  memcpy(handle, &h, sizeof h);
+  *event = (void*)e;
+  return 0;
+}
+
+int dli_cuda_ipc_event_wait(int device, const void* handle, void* stream) {
+  DeviceGuard guard(device);
+  if (guard.err != cudaSuccess) return (int)guard.err;
+  cudaIpcEventHandle_t h;
+  cudaEvent_t e;
+  memcpy(&h, handle, sizeof h);
+  cudaError_t err = cudaIpcOpenEventHandle(&e, h);
+  if (err != cudaSuccess) return (int)err;
+  err = cudaStreamWaitEvent((cudaStream_t)stream, e, 0);
+  cudaEventDestroy(e);
+  return (int)err;
+}
+
+int dli_cuda_event_destroy(int device, void* event) {
+  DeviceGuard guard(device);
+  cudaError_t err = cudaEventDestroy((cudaEvent_t)event);
+  if (err == cudaErrorCudartUnloading) err = cudaSuccess;
+  return (int)err;
 }
 
 void* dli_cuda_current_stream(int device) {

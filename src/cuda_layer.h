@@ -10,12 +10,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime.h"  /* DLI_MAX_NDIM */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Memory kinds, numbered as DLPack's device types. */
-enum { DLI_CUDA_DEVICE = 2, DLI_CUDA_HOST = 3, DLI_CUDA_MANAGED = 13 };
+/* Memory kinds, numbered as DLPack's device types; DLI_CUDA_DEVICE_IPC is device memory
+ * from cudaMalloc (not the stream-ordered pool DLI_CUDA_DEVICE uses where the device has
+ * one), which CUDA IPC can hand to another process. */
+enum { DLI_CUDA_DEVICE = 2, DLI_CUDA_HOST = 3, DLI_CUDA_MANAGED = 13,
+       DLI_CUDA_DEVICE_IPC = 0x10002 };
 
 int dli_cuda_device_count(int* out);
 int dli_cuda_runtime_version(int* out);
@@ -47,6 +52,24 @@ int dli_cuda_stream_wait(int device, void* producer, void* consumer);
 /* The device a pointer belongs to, and its DLPack device type (2, 3 or 13; 1 for plain
  * host memory). */
 int dli_cuda_pointer_device(const void* ptr, int* device, int* device_type);
+
+/* CUDA IPC. A handle is DLI_CUDA_IPC_HANDLE_BYTES opaque bytes another process opens. */
+enum { DLI_CUDA_IPC_HANDLE_BYTES = 64 };
+/* The allocation device memory `ptr` lies in, as a handle: *offset is ptr's offset into
+ * it, *size its size. Memory from a stream-ordered pool (cudaMallocAsync) has no such
+ * handle: cudaErrorInvalidValue. */
+int dli_cuda_ipc_export(const void* ptr, int device, void* handle, size_t* offset,
+                        size_t* size);
+/* Maps a handle another process made: *base is the allocation's start in this process and
+ * *size its size (as the driver knows it, whatever the sender said). A handle is opened
+ * once per process; close it with dli_cuda_ipc_close. */
+int dli_cuda_ipc_open(const void* handle, int device, void** base, size_t* size);
+int dli_cuda_ipc_close(int device, void* base);
+/* An interprocess event recorded on `stream` (its handle, and the event to destroy once
+ * the receiver no longer needs it), and a receiver's `stream` made to wait for one. */
+int dli_cuda_ipc_event_record(int device, void* stream, void* handle, void** event);
+int dli_cuda_ipc_event_wait(int device, const void* handle, void* stream);
+int dli_cuda_event_destroy(int device, void* event);
 
 /* The stream dlinterop issues its own work on, per device and per thread. NULL is the
  * legacy default stream. */

@@ -10,6 +10,23 @@ static _Atomic int64_t live_bytes;
 static _Atomic int64_t peak_bytes;
 static _Atomic int64_t total_allocations;
 
+void dli_stats_allocated(size_t nbytes) {
+  atomic_fetch_add_explicit(&live_buffers, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&total_allocations, 1, memory_order_relaxed);
+  int64_t now = atomic_fetch_add_explicit(&live_bytes, (int64_t)nbytes, memory_order_relaxed) +
+                (int64_t)nbytes;
+  int64_t peak = atomic_load_explicit(&peak_bytes, memory_order_relaxed);
+  while (now > peak &&
+         !atomic_compare_exchange_weak_explicit(&peak_bytes, &peak, now, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+  }
+}
+
+void dli_stats_freed(size_t nbytes) {
+  atomic_fetch_sub_explicit(&live_buffers, 1, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&live_bytes, (int64_t)nbytes, memory_order_relaxed);
+}
+
 void* dli_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out) {
   /* Over-allocate and align by hand rather than posix_memalign: calloc keeps the lazily
    * zeroed pages the kernel hands out for large blocks, which is what makes np.zeros cheap,
@@ -20,23 +37,14 @@ void* dli_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out)
   if (base == NULL) return NULL;
   uintptr_t addr = ((uintptr_t)base + alignment - 1) & ~((uintptr_t)alignment - 1);
   *base_out = base;
-  atomic_fetch_add_explicit(&live_buffers, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&total_allocations, 1, memory_order_relaxed);
-  int64_t now = atomic_fetch_add_explicit(&live_bytes, (int64_t)nbytes, memory_order_relaxed) +
-                (int64_t)nbytes;
-  int64_t peak = atomic_load_explicit(&peak_bytes, memory_order_relaxed);
-  while (now > peak &&
-         !atomic_compare_exchange_weak_explicit(&peak_bytes, &peak, now, memory_order_relaxed,
-                                                memory_order_relaxed)) {
-  }
+  dli_stats_allocated(nbytes);
   return (void*)addr;
 }
 
 void dli_host_free(void* base, size_t nbytes) {
   if (base == NULL) return;
   free(base);
-  atomic_fetch_sub_explicit(&live_buffers, 1, memory_order_relaxed);
-  atomic_fetch_sub_explicit(&live_bytes, (int64_t)nbytes, memory_order_relaxed);
+  dli_stats_freed(nbytes);
 }
 
 void dli_stats_read(dli_stats* out) {
@@ -115,8 +123,8 @@ void dli_copy_to_contiguous(char* dst, const char* src, int ndim, const int64_t*
     copy_dim(dst, src, 0, ndim, shape, strides, itemsize, &end);
     return;
   }
-  /* ndim is at most 64 (checked on import and creation). */
-  int64_t merged_shape[65], merged_strides[65];
+  /* ndim is at most DLI_MAX_NDIM (checked on import and creation). */
+  int64_t merged_shape[DLI_MAX_NDIM + 1], merged_strides[DLI_MAX_NDIM + 1];
   for (int i = 0; i <= last; ++i) {
     merged_shape[i] = shape[i];
     merged_strides[i] = strides[i];

@@ -9,6 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The most dimensions dlinterop handles. DLPack sets no limit; this one bounds stack arrays
+   and rejects garbage (dlinterop/_rules.pxd's MAX_NDIM is this). */
+#define DLI_MAX_NDIM 64
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -27,6 +31,11 @@ void* dli_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out)
 void dli_host_free(void* base, size_t nbytes);
 
 void dli_stats_read(dli_stats* out);
+
+/* Counts a buffer of nbytes made (or freed) by another of dlinterop's allocators (the
+   shared-memory segments), so that dl.memory_stats() sees every buffer dlinterop holds. */
+void dli_stats_allocated(size_t nbytes);
+void dli_stats_freed(size_t nbytes);
 
 /* 1 when the interpreter can run Python code (initialised and not finalising). */
 int dli_interpreter_alive(void);

@@ -1,5 +1,5 @@
 /*
- * A C consumer of the DLPack 1.3 exchange API, built on the fly by tests/test_exchange_api.py
+ * A C consumer of the DLPack 1.3 exchange API, built on the fly by tests/exchange_api/conftest.py
  * against dl.get_include(). It does what a compiled framework does: looks the table up on
  * the producer's type (never the instance) and calls its functions directly.
  *

@@ -28,7 +28,7 @@ def test_runner_smoke_prints_every_section_and_writes_json(tmp_path):
     out = run(["-m", "benchmarks", "--smoke", "--json", str(path)])
     assert out.returncode == 0, out.stdout + out.stderr
     for heading in ("Export:", "Import:", "Consumers:", "Round trips:", "Allocation:",
-                    "Copies:", "Size scaling:", "Import time"):
+                    "Copies:", "Size scaling:", "Import time", "Across processes"):
         assert heading in out.stdout
     assert "ratio" in out.stdout
     assert "targets met:" in out.stdout
@@ -95,6 +95,8 @@ def test_every_benchmark_sets_up_and_runs_once(suite, module_name, monkeypatch):
     module = suite[module_name]
     if hasattr(module, "ROUND_TRIPS"):
         monkeypatch.setattr(module, "ROUND_TRIPS", 1000)
+    if hasattr(module, "ELEMENTS"):
+        monkeypatch.setattr(module, "ELEMENTS", 1 << 14)    # not 256 MiB, to prove it runs
     classes = benchmark_classes(module)
     assert classes, f"{module_name} holds no benchmarks"
     ran = 0

@@ -145,6 +145,17 @@ static PyObject *empty(PyObject *self, PyObject *args) {
     return dlinterop_empty_tensor(2, shape, float32, cpu);
 }
 
+/* empty_any(ndim, null_shape, device_type, code, bits): anything a C caller can pass. */
+static PyObject *empty_any(PyObject *self, PyObject *args) {
+    int64_t shape[4] = {2, 2, 2, 2};
+    int ndim, null_shape, device_type, code, bits;
+    if (!PyArg_ParseTuple(args, "ipiii", &ndim, &null_shape, &device_type, &code, &bits))
+        return NULL;
+    DLDataType dtype = {(uint8_t)code, (uint8_t)bits, 1};
+    DLDevice device = {(DLDeviceType)device_type, 0};
+    return dlinterop_empty_tensor(ndim, null_shape ? NULL : shape, dtype, device);
+}
+
 static PyObject *capsule(PyObject *self, PyObject *args) {
     PyObject *tensor;
     int versioned;
@@ -165,6 +176,7 @@ static PyMethodDef methods[] = {
     {"describe", describe, METH_O, NULL},
     {"arange", arange, METH_VARARGS, NULL},
     {"empty", empty, METH_VARARGS, NULL},
+    {"empty_any", empty_any, METH_VARARGS, NULL},
     {"capsule", capsule, METH_VARARGS, NULL},
     {"is_tensor", is_tensor, METH_O, NULL},
     {"deleter_calls", get_deleter_calls, METH_NOARGS, NULL},
@@ -272,6 +284,26 @@ def test_empty_tensor(c_consumer):
     assert t.shape == (3, 5) and t.dtype == dl.float32 and t.data_ptr % 256 == 0
     with pytest.raises(ValueError, match="negative"):
         c_consumer.empty(-1, 2)
+
+
+def test_empty_tensor_null_shape_is_value_error(c_consumer):
+    # Was a segfault: the NULL shape was read.
+    with pytest.raises(ValueError, match="NULL shape"):
+        c_consumer.empty_any(1, True, 1, 2, 32)
+    assert c_consumer.empty_any(0, True, 1, 2, 32).shape == ()
+
+
+@pytest.mark.parametrize("device_type", [0, 5, 99, -1])
+def test_empty_tensor_unknown_device_is_buffer_error_naming_it(c_consumer, device_type):
+    # Was an IndexError raised while the error message was being formatted.
+    with pytest.raises(BufferError, match=f"unknown device type {device_type}"):
+        c_consumer.empty_any(2, False, device_type, 2, 32)
+
+
+@pytest.mark.parametrize("code,bits", [(2, 0), (2, 7), (99, 8), (0, 0)])
+def test_empty_tensor_bad_dtype_is_value_error(c_consumer, code, bits):
+    with pytest.raises(ValueError, match="unsupported data type"):
+        c_consumer.empty_any(2, False, 1, code, bits)
 
 
 @pytest.mark.parametrize("versioned,name", [(True, "dltensor_versioned"), (False, "dltensor")])

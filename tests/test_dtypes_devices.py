@@ -1,4 +1,4 @@
-"""dl.DType, dl.dtype(), dl.DeviceType and dl.Device (SPEC sections 2 and 3)."""
+"""dl.DType, dl.dtype(), dl.DeviceType and dl.Device (every DLPack 1.3 data type and device type)."""
 
 import pickle
 
@@ -9,7 +9,7 @@ import dlinterop as dl
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
-# name -> (code, bits, lanes, itemsize), from SPEC sections 2 and 11.
+# name -> (code, bits, lanes, itemsize), as DLPack 1.3 defines them (include/dlpack/dlpack.h).
 DTYPES = {
     "bool": (6, 8, 1, 1),
     "int8": (0, 8, 1, 1),

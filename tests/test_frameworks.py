@@ -156,6 +156,65 @@ def test_to_framework_keeps_read_only():
     assert b.ctypes.data == a.ctypes.data and not b.flags.writeable
 
 
+def _read_only_tensor():
+    a = np.arange(4.0)
+    a.flags.writeable = False
+    t = dl.from_dlpack(a)
+    assert t.readonly_reason == "flag"
+    return a, t
+
+
+@needs_torch
+@pytest.mark.parametrize("like", ["instance", "type", "module", "name"])
+def test_to_framework_torch_refuses_read_only_memory(like):
+    # Regression: torch has no read-only tensors, and the hand-back gave a writable one over
+    # a read-only NumPy array (or an immutable bytes object).
+    like = {"instance": torch.zeros(1), "type": torch.Tensor, "module": torch,
+            "name": "torch"}[like]
+    a, t = _read_only_tensor()
+    for copy in (None, False):
+        with pytest.raises(BufferError, match="read-only.*copy=True"):
+            dl.to_framework(t, like=like, copy=copy)
+    y = dl.to_framework(t, like=like, copy=True)
+    assert type(y) is torch.Tensor and y.data_ptr() != a.ctypes.data
+    y += 1     # a writable copy; the source is untouched
+    assert a.tolist() == [0.0, 1.0, 2.0, 3.0] and y.tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+@needs_torch
+def test_to_framework_torch_refuses_an_immutable_buffer():
+    t = dl.asarray(b"\0" * 16)
+    assert t.readonly_reason == "flag"
+    with pytest.raises(BufferError, match="read-only"):
+        dl.to_framework(t, like=torch)
+
+
+@needs_torch
+def test_to_framework_torch_shares_memory_read_only_only_by_assumption():
+    # A legacy capsule's memory is read-only by assumption only (it could not say): handed
+    # on as PyTorch's own from_dlpack of that capsule would.
+    t = dl.from_dlpack(np.arange(3.0).__dlpack__())
+    assert t.readonly_reason == "legacy"
+    assert dl.to_framework(t, like=torch).data_ptr() == t.data_ptr
+
+
+def test_to_framework_numpy_shares_read_only_memory_read_only():
+    a, t = _read_only_tensor()
+    b = dl.to_framework(t, like=np)
+    assert b.ctypes.data == a.ctypes.data and not b.flags.writeable
+    c = dl.to_framework(t, like=np, copy=True)
+    assert c.ctypes.data != a.ctypes.data and c.flags.writeable
+    assert c.tolist() == a.tolist()
+
+
+def test_to_framework_copy_true_always_copies():
+    t = dl.full((3,), 2.0)
+    assert dl.to_framework(t, like=np, copy=True).ctypes.data != t.data_ptr
+    assert dl.to_framework(t, like=np, copy=False).ctypes.data == t.data_ptr
+    with pytest.raises(TypeError, match="copy must be"):
+        dl.to_framework(t, like=np, copy="yes")
+
+
 def test_to_framework_keeps_memory_alive():
     t = dl.full((1000,), 7.0, "float64")
     b = dl.to_framework(t, like="numpy")
@@ -275,11 +334,16 @@ def test_borrow_routes():
         assert fw._borrow_routes(torch.zeros(4, 5)) == ("table", (4, 5), False)
         with pytest.raises(BufferError, match="conjugate"):
             fw._borrow_routes(torch.zeros(2, dtype=torch.complex64).conj())
-        # Whatever torch's table serves, the borrowed view serves as the import does (a
-        # tensor that requires grad: torch's table takes it, its __dlpack__ would not).
+        # The borrowed view refuses what the import refuses: a tensor that requires grad
+        # (torch's table would serve it, its __dlpack__ would not).
         grad = torch.zeros(2, requires_grad=True)
-        assert fw._borrow_routes(grad) == ("table", (2,), False)
-        assert dl.from_dlpack(grad).data_ptr == grad.data_ptr()
+        with pytest.raises(BufferError, match="requires grad"):
+            fw._borrow_routes(grad)
+        with pytest.raises(BufferError, match="requires grad"):
+            dl.from_dlpack(grad)
+        # Its layout alone may still be read: empty_like makes new memory.
+        out = dl.empty_like(grad)
+        assert (out.shape, out.dtype) == ((2,), dl.float32) and out.data_ptr != grad.data_ptr()
 
 
 def test_check_tensor_names_the_argument():

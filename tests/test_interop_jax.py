@@ -101,7 +101,7 @@ def test_jax_to_dl_every_dtype_zero_copy_read_only(name):
     if name == "float4_e2m1fn":
         codes = np.array([1, 2, 3, 4, 5, 6], dtype=np.uint8)
         x = jnp.asarray(codes.view(ml_dtypes.float4_e2m1fn))
-        expected = bytes([0x21, 0x43, 0x65])   # packed, low nibble first (SPEC section 11)
+        expected = bytes([0x21, 0x43, 0x65])   # packed, low nibble first (DLPack: sub-byte data is little bit-endian)
     else:
         x = jax_source(name)
         expected = np.asarray(x).tobytes()

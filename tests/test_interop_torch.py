@@ -14,6 +14,7 @@ import warnings
 import pytest
 
 import dlinterop as dl
+import dlinterop.frameworks as fw
 
 np = pytest.importorskip("numpy")
 torch = pytest.importorskip("torch")
@@ -438,7 +439,9 @@ def test_torch_conjugated_and_negated_views_are_refused(make, path, as_type):
     x = as_type(make(torch))
     assert x.is_neg() or x.is_conj()
     bit = "conjugate" if x.is_conj() else "negative"
-    with pytest.raises(BufferError, match=f"the {bit} bit set cannot be shared"):
+    # A view that also requires grad is refused for that first, as PyTorch's export does.
+    problem = "requires grad" if x.requires_grad else f"the {bit} bit set cannot be shared"
+    with pytest.raises(BufferError, match=problem):
         IMPORT_PATHS[path](x)
     # Resolving the view is the way out, and it is then shared.
     resolved = x.detach().resolve_conj().resolve_neg()
@@ -463,7 +466,7 @@ def test_torch_copy_of_a_view_with_a_bit_holds_the_values_it_means(make, as_type
     x = as_type(make(torch))
     expected = x.detach().resolve_conj().resolve_neg().contiguous()
     if x.requires_grad:
-        with pytest.raises(BufferError, match="require gradient"):   # PyTorch's refusal
+        with pytest.raises(BufferError, match="requires grad"):   # as PyTorch's export
             dl.from_dlpack(x, copy=True)
         return
     t = dl.from_dlpack(x, copy=True)
@@ -590,3 +593,84 @@ def test_undescribable_torch_tensor_is_a_short_buffer_error_on_every_route(kind,
     message = str(info.value)
     assert word in message
     assert "\n" not in message and "frame #" not in message and "Exception raised" not in message
+
+
+# ---- one rule per torch tensor, whatever the route -------------------------------------
+
+# Every way a torch tensor reaches dlinterop memory-sharing or copying.
+EVERY_ROUTE = {
+    "from_dlpack": dl.from_dlpack,
+    "copy=False": lambda x: dl.from_dlpack(x, copy=False),
+    "copy=True": lambda x: dl.from_dlpack(x, copy=True),
+    "device=cpu": lambda x: dl.from_dlpack(x, device="cpu"),
+    "stream=-1": lambda x: dl.from_dlpack(x, stream=-1),
+    "stream=None, copy=None": lambda x: dl.from_dlpack(x, stream=None, copy=None),
+    "asarray": dl.asarray,
+    "asarray copy=True": lambda x: dl.asarray(x, copy=True),
+    "check_tensor": dl.check_tensor,
+    "to_framework": lambda x: dl.to_framework(x, like=np),
+    "borrow": lambda x: fw._borrow_routes(x),
+}
+GRAD_TENSORS = {
+    "leaf": lambda: torch.ones(3, requires_grad=True),
+    "Parameter": lambda: torch.nn.Parameter(torch.ones(3)),
+    "non-leaf": lambda: torch.ones(3, requires_grad=True) * 2,
+    "subclass": lambda: torch.ones(3, requires_grad=True).as_subclass(TorchSubclass),
+}
+
+
+@pytest.mark.parametrize("route", EVERY_ROUTE)
+@pytest.mark.parametrize("make", GRAD_TENSORS.values(), ids=GRAD_TENSORS.keys())
+def test_torch_tensor_requiring_grad_is_refused_on_every_route(make, route):
+    # Regression: the exchange-table route (plain dl.from_dlpack) shared it, every other
+    # route refused it; writes through shared memory would bypass autograd.
+    x = make()
+    with pytest.raises(BufferError, match=r"requires grad.*tensor\.detach\(\)"):
+        EVERY_ROUTE[route](x)
+    detached = x.detach()
+    EVERY_ROUTE[route](detached)     # the way out works on the same route
+
+
+def test_torch_own_consumers_refuse_it_too():
+    x = torch.ones(3, requires_grad=True)
+    with pytest.raises(BufferError, match="detach"):
+        torch.from_dlpack(x)
+    with pytest.raises(BufferError, match="detach"):
+        np.from_dlpack(x)
+
+
+def test_torch_empty_like_of_a_tensor_requiring_grad_reads_its_layout():
+    x = torch.ones(2, 3, requires_grad=True)
+    t = dl.zeros_like(x)
+    assert (t.shape, t.dtype) == ((2, 3), dl.float32) and t.data_ptr != x.data_ptr()
+
+
+STREAM_SOURCES = {
+    "torch": lambda: torch.arange(3.0),
+    "numpy": lambda: np.arange(3.0),
+    "dl.Tensor": lambda: dl.zeros(3),
+    "capsule": lambda: dl.to_dlpack(dl.zeros(3), versioned=True),
+    "producer": lambda: type("P", (), {
+        "__dlpack__": lambda self, **kw: np.arange(3.0).__dlpack__(**kw),
+        "__dlpack_device__": lambda self: (1, 0)})(),
+}
+
+
+@pytest.mark.parametrize("stream", [object(), "1", 1.0, True])
+@pytest.mark.parametrize("make", STREAM_SOURCES.values(), ids=STREAM_SOURCES.keys())
+def test_stream_of_the_wrong_type_is_type_error_on_every_route(make, stream):
+    with pytest.raises(TypeError, match="stream must be None or an int"):
+        dl.from_dlpack(make(), stream=stream)
+    with pytest.raises(TypeError, match="stream must be None or an int"):
+        dl.from_dlpack(make(), stream=stream, copy=True)
+    with pytest.raises(TypeError, match="stream must be None or an int"):
+        dl.zeros(3).__dlpack__(stream=stream)
+    with pytest.raises(TypeError, match="stream must be None or an int"):
+        dl.zeros(3).to("cpu", stream=stream)
+
+
+def test_tensor_to_takes_a_host_stream_of_none_or_minus_one_only():
+    t = dl.zeros(3)
+    assert t.to("cpu", copy=True, stream=-1).data_ptr != t.data_ptr
+    with pytest.raises(ValueError, match="stream must be None or -1"):
+        t.to("cpu", copy=True, stream=5)

@@ -1,4 +1,4 @@
-"""dl.from_dlpack rejects every malformed DLPack input of SPEC 6.3 cleanly.
+"""dl.from_dlpack rejects every malformed DLPack input cleanly (validated before it is consumed).
 
 Each rejected capsule must raise the named exception, be left unconsumed (same name, its
 deleter not called), have its deleter called exactly once when the capsule is released,
@@ -27,7 +27,7 @@ UINT64_MAX = 2**64 - 1
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
 
-# Every (code, bits, lanes) dlinterop imports (SPEC 2 and 11).
+# Every (code, bits, lanes) dlinterop imports (DLPack 1.3, include/dlpack/dlpack.h).
 VALID_DTYPES = {
     (0, 8, 1), (0, 16, 1), (0, 32, 1), (0, 64, 1),
     (1, 8, 1), (1, 16, 1), (1, 32, 1), (1, 64, 1),

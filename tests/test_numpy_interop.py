@@ -1,4 +1,4 @@
-"""Zero-copy interchange with NumPy, and the export rules of SPEC section 6 on the CPU."""
+"""Zero-copy interchange with NumPy, and DLPack's export rules on the CPU."""
 
 import ctypes
 import gc
@@ -322,7 +322,7 @@ def test_versioned_to_dlpack_of_readonly_tensor_works():
     assert flags & READ_ONLY
 
 
-# -- __dlpack__ keyword rules (SPEC 6.1) ------------------------------------------------
+# -- __dlpack__ keyword rules (DLPack) ----------------------------------------------------
 
 @pytest.fixture
 def tensor():

@@ -1,6 +1,6 @@
 """Property tests: a DLPack export followed by an import preserves every field and every value
 and leaks nothing, over dtype x shape x strides (negative and zero included) x byte_offset x
-read-only x version, for dl -> dl, dl -> NumPy and NumPy -> dl (SPEC 6.1 to 6.3).
+read-only x version, for dl -> dl, dl -> NumPy and NumPy -> dl (DLPack's export and import rules).
 
 Sources are forged with tests/forge.py (dl -> dl, dl -> NumPy: any layout a producer could
 hand over) or built as NumPy views over a byte buffer (NumPy -> dl). Element values are the
@@ -45,7 +45,7 @@ settings.register_profile("thorough", max_examples=5_000, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE",
                                      "ci" if os.environ.get("CI") else "default"))
 
-# Every (code, bits, lanes) of SPEC 2.
+# Every (code, bits, lanes) DLPack 1.3 defines.
 DTYPES = [(0, 8, 1), (0, 16, 1), (0, 32, 1), (0, 64, 1),
           (1, 8, 1), (1, 16, 1), (1, 32, 1), (1, 64, 1),
           (2, 16, 1), (2, 32, 1), (2, 64, 1), (4, 16, 1),
@@ -339,7 +339,7 @@ def test_numpy_to_dl_preserves_fields_and_values(layout, readonly, route):
 # --------------------------------------------------------------------------------------
 
 def test_fuzz_corpus_replays_cleanly():
-    """Every input of tests/fuzz/corpus through the fuzz harness and its model of SPEC 6.3."""
+    """Every input of tests/fuzz/corpus through the fuzz harness and its model of from_dlpack's rules."""
     here = os.path.dirname(os.path.abspath(__file__))
     corpus = os.path.join(here, "fuzz", "corpus")
     sys.path.insert(0, os.path.join(here, "fuzz"))

@@ -1,4 +1,4 @@
-"""dlinterop from many threads at once (SPEC 6.2): exports, imports and round trips on shared
+"""dlinterop from many threads at once (deleters run once, on any thread): exports, imports and round trips on shared
 tensors, and threads racing to consume one capsule, where exactly one may win.
 
 Every test here is also run under pytest-run-parallel by test_thread_tests_under_run_parallel

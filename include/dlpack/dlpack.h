@@ -1,5 +1,6 @@
 /*
- * DLPack 1.3 ABI, written for dlinterop from the facts in the project's SPEC (section 11).
+ * DLPack 1.3 ABI, written for dlinterop from the DLPack 1.3 specification
+ * (https://dmlc.github.io/dlpack/latest/c_api.html).
  * Layouts and values must match every other DLPack producer and consumer bit for bit:
  * a change here is an ABI break for everyone, not only for dlinterop.
  */

@@ -3,7 +3,7 @@
 Each input is decoded into one forged DLPack capsule (tests/forge.py): any capsule name,
 version, flags, ndim, shape, strides, dtype, device, byte_offset and data pointer, handed
 over directly or through a producer, with or without copy=, device= or stream=. The harness
-checks every input against an independent model of SPEC 6.3 (which inputs must be accepted,
+checks every input against an independent model of dl.from_dlpack's rules (which inputs must be accepted,
 and which rejected with which exception) and then checks ownership: a rejected capsule keeps
 its name and its deleter runs exactly once when it is released; an accepted one's deleter
 runs exactly once when the Tensor dies; dl.memory_stats() returns to its baseline. Accepted
@@ -147,7 +147,7 @@ def decode(data):
 
 
 # --------------------------------------------------------------------------------------
-# The model: what SPEC 6.3 says from_dlpack must do with this capsule
+# The model: what from_dlpack must do with this capsule (validate before consuming)
 # --------------------------------------------------------------------------------------
 
 def expected_error(spec):

@@ -230,3 +230,58 @@ def test_empty_like_cuda_cupy_uses_dlinterops_allocator(cupy):
     assert stats("cuda")["live_buffers"] == before + 1
     y = dl.to_framework(t, like=x)
     assert type(y) is type(x) and y.data.ptr == t.data_ptr
+
+
+# ---- CUDA Tensors across processes (CUDA IPC) ----------------------------------------------
+
+def _send_to_child(t):
+    """Runs mp_workers.cuda_add_one on `t` in a spawned child; returns what it saw."""
+    import concurrent.futures
+    import multiprocessing
+
+    import mp_workers   # tests/, on pytest's pythonpath: a spawned child imports it by name
+
+    with concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(mp_workers.cuda_add_one, t).result(timeout=120)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_shared_cuda_tensor_crosses_to_a_spawned_child_without_a_copy(dtype):
+    from dlinterop import _multiprocessing
+
+    t = dl.full((4, 8), 2, dtype, device="cuda", shared=True)
+    assert t.is_shared and dl.share(t) is t
+    assert _send_to_child(t) == 3
+    assert _raw(t.to("cpu")) == _raw(dl.full((4, 8), 3, dtype))   # the parent's memory changed
+    # The child let go: the sender's bookkeeping lets the Tensor go at the next send.
+    _multiprocessing._release_received()
+    assert all(entry[0] is not t for entry in _multiprocessing._cuda_sent)
+
+
+def test_pool_cuda_tensor_crosses_as_a_device_copy():
+    t = dl.full((16,), 5.0, device="cuda")        # the stream-ordered pool: no IPC handle
+    assert not t.is_shared
+    assert _send_to_child(t) == 6                 # the child saw the values...
+    assert _raw(t.to("cpu")) == _raw(dl.full((16,), 5.0))   # ...of a copy
+
+
+def test_torch_cuda_tensor_crosses_without_a_copy(torch):
+    x = torch.full((8,), 1.0, device="cuda")
+    t = dl.from_dlpack(x)
+    assert _send_to_child(t) == 2
+    assert x.tolist() == [2.0] * 8                # torch's own memory, written by the child
+
+
+def test_dl_share_of_a_cuda_tensor_is_ipc_memory():
+    t = dl.share(dl.full((3, 5), 7, "int32", device="cuda"))
+    assert t.is_shared and t.device == "cuda:0" and t.shape == (3, 5)
+    assert _raw(t.to("cpu")) == _raw(dl.full((3, 5), 7, "int32"))
+
+
+def test_crafted_cuda_handle_is_an_error():
+    from dlinterop import _core
+
+    with pytest.raises(dl.cuda.CUDAError):
+        _core._tensor_from_cuda_ipc(b"\0" * 64, 0, 0, b"\0" * 64, (4,), (1,), (2, 32, 1),
+                                    False, dl.zeros((1,), "int64", shared=True))

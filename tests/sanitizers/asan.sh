@@ -100,8 +100,8 @@ run_pytest() {  # run_pytest DETECT_LEAKS PYTEST_ARGS...
 }
 
 # Tests named *interpreter_shutdown* end a Python process while daemon threads still hold
-# capsules and tensors. dlinterop leaks those on purpose once finalisation has begun (SPEC
-# 6.2: touching a finalising runtime from another thread can crash; a few bytes at exit
+# capsules and tensors. dlinterop leaks those on purpose once finalisation has begun
+# (touching a finalising runtime from another thread can crash; a few bytes at exit
 # cannot), so they run in a second pass, still under ASan and UBSan, without leak detection.
 status=0
 if [[ " $* " == *" -k "* ]]; then

@@ -1,0 +1,217 @@
+# Provides: dlinterop's allocator: the one size rule for every new buffer, _allocate and
+# empty_tensor, the allocator of the exchange table, and memory_stats with its counters.
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, cuda.pxi (device memory).
+
+# Capsules made and not yet released (changed atomically: deleters run on any thread).
+cdef Py_ssize_t _live_exports = 0
+
+
+cdef int _reserve_shape(Tensor t, int ndim) except -1:
+    """Points t.dl.shape/strides at storage for ndim entries each."""
+    if ndim > 4:
+        t.shape_strides = <int64_t*>malloc(2 * ndim * sizeof(int64_t))
+        if t.shape_strides == NULL:
+            t.shape_strides = t.inline_storage
+            raise MemoryError()
+    t.dl.ndim = ndim
+    if ndim > 0:
+        t.dl.shape = t.shape_strides
+        t.dl.strides = t.shape_strides + ndim
+    else:
+        t.dl.shape = NULL
+        t.dl.strides = NULL
+    return 0
+
+
+cdef inline void _fill_c_strides(int64_t* strides, const int64_t* shape, int ndim) noexcept nogil:
+    cdef int64_t step = 1
+    cdef int i
+    for i in range(ndim - 1, -1, -1):
+        strides[i] = step
+        if shape[i] > 1:
+            # Unsigned: the product wraps (instead of signed-overflow UB) only for an empty
+            # tensor with a 0 dim in front, whose strides address nothing.
+            step = <int64_t>(<uint64_t>step * <uint64_t>shape[i])
+
+
+# What is wrong with a requested layout: found without the GIL (the exchange API's allocator
+# runs without it); the messages are built only when one fails.
+cdef enum SizeProblem:
+    SIZE_OK = 0
+    SIZE_BAD_NDIM
+    SIZE_NULL_SHAPE
+    SIZE_BAD_DTYPE
+    SIZE_NEGATIVE_DIM
+    SIZE_COUNT_OVERFLOW
+    SIZE_BYTES_OVERFLOW
+
+
+cdef SizeProblem _buffer_size(int ndim, const int64_t* shape, DLDataType dt,
+                              int64_t* nbytes) noexcept nogil:
+    """The bytes a C-contiguous tensor of this shape and type takes, every product checked
+    for overflow: the one size rule for every allocation and every rebuilt buffer."""
+    cdef int64_t count = 1
+    cdef int64_t bits
+    cdef int i
+    if ndim < 0 or ndim > MAX_NDIM:
+        return SIZE_BAD_NDIM
+    if ndim > 0 and shape == NULL:
+        return SIZE_NULL_SHAPE
+    if not _valid_dtype_nogil(dt):
+        return SIZE_BAD_DTYPE
+    for i in range(ndim):
+        if shape[i] < 0:
+            return SIZE_NEGATIVE_DIM
+        if __builtin_mul_overflow(count, shape[i], &count):
+            return SIZE_COUNT_OVERFLOW
+    if __builtin_mul_overflow(count, <int64_t>dt.bits * dt.lanes, &bits) or bits > INT64_MAX - 7:
+        return SIZE_BYTES_OVERFLOW
+    nbytes[0] = (bits + 7) // 8   # packed sub-byte data rounds up to whole bytes
+    return SIZE_OK
+
+
+cdef int _raise_size_problem(SizeProblem problem, int ndim, const int64_t* shape,
+                             DLDataType dt) except -1:
+    if problem == SIZE_BAD_NDIM:
+        raise ValueError(f"ndim must be between 0 and {MAX_NDIM}, got {ndim}")
+    if problem == SIZE_NULL_SHAPE:
+        raise ValueError(f"NULL shape for ndim {ndim} > 0")
+    if problem == SIZE_BAD_DTYPE:
+        raise ValueError(f"unsupported data type ({dt.code}, {dt.bits}, {dt.lanes})")
+    if problem == SIZE_NEGATIVE_DIM:
+        raise ValueError(f"negative dimension in shape {[shape[i] for i in range(ndim)]}")
+    if problem == SIZE_COUNT_OVERFLOW:
+        raise ValueError("shape is too large: its element count overflows int64")
+    raise ValueError("shape is too large: its size in bytes overflows int64")
+
+
+cdef int64_t checked_nbytes(int ndim, const int64_t* shape, DLDataType dt,
+                            DLDevice device) except -1:
+    """The bytes a new C-contiguous tensor takes; ValueError for a layout, type or device
+    no allocator can serve. Every allocator (dlinterop's, a framework's) is asked only after
+    this."""
+    cdef int64_t nbytes
+    cdef SizeProblem problem = _buffer_size(ndim, shape, dt, &nbytes)
+    if problem != SIZE_OK:
+        _raise_size_problem(problem, ndim, shape, dt)
+    if device.device_type == kDLCPU and device.device_id != 0:
+        raise ValueError(f"there is no device cpu:{device.device_id}; use 'cpu'")
+    return nbytes
+
+
+cdef Tensor _allocate(int ndim, const int64_t* shape, DLDataType dt, DLDevice device,
+                      size_t alignment, bint zero):
+    cdef int64_t nbytes = checked_nbytes(ndim, shape, dt, device)
+    cdef Tensor t = Tensor.__new__(Tensor)
+    _reserve_shape(t, ndim)
+    if ndim > 0: memcpy(t.dl.shape, shape, ndim * sizeof(int64_t))  # no NULL to memcpy (UB)
+    _fill_c_strides(t.dl.strides, shape, ndim)
+    t.dl.dtype = dt
+    t.dl.device = device
+    t.dl.byte_offset = 0
+    t.alloc_nbytes = <size_t>nbytes
+    if device.device_type == kDLCPU:
+        t.dl.data = dli_host_alloc(t.alloc_nbytes, alignment, zero, &t.alloc_base)
+        if t.dl.data == NULL:
+            raise MemoryError(f"cannot allocate {t.alloc_nbytes} bytes")
+    else:
+        t.dl.data = _device_alloc(t.alloc_nbytes, alignment, zero, device, &t.alloc_base)
+    return t
+
+
+cdef Tensor empty_tensor(int ndim, const int64_t* shape, DLDataType dtype, DLDevice device):
+    """A new owned, C-contiguous Tensor, uninitialised, with the default alignment."""
+    return _allocate(ndim, shape, dtype, device, DEFAULT_ALIGNMENT, False)
+
+
+ctypedef struct AllocatedTensor:
+    # One malloc: the managed tensor the allocator hands out, the buffer's base pointer and
+    # size for the free, then shape and strides.
+    DLManagedTensorVersioned managed
+    void* base
+    size_t nbytes
+
+
+cdef void _allocated_deleter(DLManagedTensorVersioned* m) noexcept nogil:
+    # Pure C, so that it is safe on any thread at any time, interpreter or not.
+    cdef AllocatedTensor* block = <AllocatedTensor*>m
+    if block == NULL:
+        return
+    if block.managed.dl_tensor.device.device_type == kDLCPU:
+        dli_host_free(block.base, block.nbytes)
+    else:
+        _device_free_nogil(block.base, block.nbytes, block.managed.dl_tensor.device)
+    free(block)
+
+
+cdef int _xapi_allocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+                         void (*set_error)(void*, const char*, const char*) noexcept nogil
+                         ) noexcept nogil:
+    """A new C-contiguous tensor shaped like `prototype`, without touching Python."""
+    cdef AllocatedTensor* block
+    cdef int64_t nbytes
+    cdef int ndim = prototype.ndim
+    if _buffer_size(ndim, prototype.shape, prototype.dtype, &nbytes) != SIZE_OK:
+        set_error(error_ctx, "ValueError", "dlinterop allocator: bad ndim, shape or data type")
+        return -1
+    if prototype.device.device_type == kDLCPU and prototype.device.device_id != 0:
+        set_error(error_ctx, "ValueError", "dlinterop allocator: there is only one CPU device")
+        return -1
+    block = <AllocatedTensor*>malloc(sizeof(AllocatedTensor) + 2 * ndim * sizeof(int64_t))
+    if block == NULL:
+        set_error(error_ctx, "MemoryError", "dlinterop allocator: out of memory")
+        return -1
+    block.nbytes = <size_t>nbytes
+    if prototype.device.device_type == kDLCPU:
+        block.managed.dl_tensor.data = dli_host_alloc(block.nbytes, DEFAULT_ALIGNMENT, 0,
+                                                      &block.base)
+    else:
+        block.managed.dl_tensor.data = _device_alloc_nogil(block.nbytes, prototype.device,
+                                                           &block.base)
+    if block.managed.dl_tensor.data == NULL:
+        free(block)
+        set_error(error_ctx, "MemoryError",
+                  "dlinterop allocator: cannot allocate the tensor on its device")
+        return -1
+    block.managed.version.major = DLPACK_MAJOR_VERSION
+    block.managed.version.minor = DLPACK_MINOR_VERSION
+    block.managed.manager_ctx = NULL
+    block.managed.deleter = _allocated_deleter
+    block.managed.flags = 0
+    block.managed.dl_tensor.device = prototype.device
+    block.managed.dl_tensor.ndim = ndim
+    block.managed.dl_tensor.dtype = prototype.dtype
+    block.managed.dl_tensor.byte_offset = 0
+    if ndim > 0:
+        block.managed.dl_tensor.shape = <int64_t*>(block + 1)
+        block.managed.dl_tensor.strides = block.managed.dl_tensor.shape + ndim
+        memcpy(block.managed.dl_tensor.shape, prototype.shape, ndim * sizeof(int64_t))
+        _fill_c_strides(block.managed.dl_tensor.strides, prototype.shape, ndim)
+    else:
+        block.managed.dl_tensor.shape = NULL
+        block.managed.dl_tensor.strides = NULL
+    out[0] = &block.managed
+    return 0
+
+
+# The three functions below take Python objects, so their callers hold the GIL (as they
+# must for PyTorch's table too). Declared `except -1`, they return -1 with the exception
+# set, as the exchange API requires; the table stores them cast to its noexcept pointer
+# types, which have the same C signature.
+
+
+def memory_stats(device="cpu"):
+    """Counters of dlinterop's allocator: live_buffers, live_bytes, peak_bytes,
+    total_allocations, and live_exports (capsules made and not yet released)."""
+    cdef dli_stats stats
+    cdef DLDevice dev = _parse_device(device)
+    if dev.device_type != kDLCPU:
+        return _cuda_stats(dev)
+    dli_stats_read(&stats)
+    return {
+        "live_buffers": stats.live_buffers,
+        "live_bytes": stats.live_bytes,
+        "peak_bytes": stats.peak_bytes,
+        "total_allocations": stats.total_allocations,
+        "live_exports": dli_atomic_load(&_live_exports),
+    }

@@ -1,0 +1,184 @@
+# Provides: CUDA Tensors that cross process boundaries through CUDA IPC: IPC-capable device
+# memory (shared=True, dl.share on CUDA), the handle a sender makes (_cuda_ipc_handle) and
+# the Tensor a receiver maps (_tensor_from_cuda_ipc).
+# Uses: runtime.pxi, dtypes.pxi, cuda.pxi, allocator.pxi, dltensors.pxi, consume.pxi,
+# shared.pxi (the receivers' count).
+
+cdef extern from "cuda_layer.h":
+    enum: DLI_CUDA_DEVICE_IPC
+
+
+@cython.final
+@cython.no_gc
+cdef class _CudaIpcBuffer:
+    """Device memory from cudaMalloc, which CUDA IPC can hand to another process (the
+    stream-ordered pool dlinterop allocates from otherwise cannot be): what a CUDA Tensor
+    made with shared=True, or by dl.share, holds."""
+    cdef uintptr_t ptr
+    cdef size_t nbytes
+    cdef int device
+
+    def __dealloc__(self):
+        if self.ptr and _cuda is not None:
+            try:
+                _cuda.release(self.ptr, self.nbytes, DLI_CUDA_DEVICE_IPC, self.device)
+            except BaseException:
+                pass
+            self.ptr = 0
+
+
+cdef Tensor _allocate_cuda_ipc(int ndim, const int64_t* shape, DLDataType dt, DLDevice device,
+                               bint zero):
+    """A new C-contiguous CUDA Tensor in IPC-capable device memory of its own."""
+    if device.device_type != kDLCUDA:
+        raise ValueError(f"shared=True makes host or CUDA device memory, not memory on "
+                         f"{device_from_dl(device)}")
+    cdef int64_t nbytes = checked_nbytes(ndim, shape, dt, device)
+    module = _require_cuda(device)
+    cdef _CudaIpcBuffer buffer = _CudaIpcBuffer.__new__(_CudaIpcBuffer)
+    buffer.ptr = module.alloc(<size_t>nbytes, DLI_CUDA_DEVICE_IPC, device.device_id, zero)
+    buffer.nbytes = <size_t>nbytes
+    buffer.device = device.device_id
+    cdef Tensor t = Tensor.__new__(Tensor)
+    _reserve_shape(t, ndim)
+    if ndim > 0:
+        memcpy(t.dl.shape, shape, ndim * sizeof(int64_t))
+    _fill_c_strides(t.dl.strides, shape, ndim)
+    t.dl.dtype = dt
+    t.dl.device = device
+    t.dl.byte_offset = 0
+    t.dl.data = <void*>buffer.ptr
+    t.owner_ref = buffer
+    return t
+
+
+cdef Tensor _share_cuda(Tensor src):
+    """A copy of CUDA Tensor `src` in IPC-capable memory, issued on the current stream."""
+    cdef Tensor out = _allocate_cuda_ipc(src.dl.ndim, src.dl.shape, src.dl.dtype, src.dl.device,
+                                         False)
+    cdef uintptr_t source = <uintptr_t>src.dl.data + src.dl.byte_offset
+    if is_c_contiguous(&src.dl):
+        _cuda_copy_bytes(<uintptr_t>out.dl.data, source, (<_CudaIpcBuffer>out.owner_ref).nbytes,
+                         src.dl.device, False)
+    elif _is_packed_subbyte(src.dl.dtype):
+        raise BufferError("cannot copy a strided tensor of a packed sub-byte type")
+    else:
+        _cuda_gather(<uintptr_t>out.dl.data, source, src.shape, src.strides,
+                     (src.dl.dtype.bits * src.dl.dtype.lanes) // 8, src.dl.device)
+    return out
+
+
+def _share_cuda_tensor(Tensor t not None):
+    """What multiprocessing sends for a CUDA Tensor whose memory CUDA IPC cannot hand out (a
+    stream-ordered pool's): a copy in memory it can."""
+    return _share_cuda(t)
+
+
+cdef bint _is_cuda_ipc_memory(Tensor t):
+    return type(_memory_owner(t)) is _CudaIpcBuffer
+
+
+@cython.final
+cdef class _CudaIpcMapping:
+    """Another process's CUDA allocation mapped into this one (cudaIpcOpenMemHandle), once
+    per process and handle; unmapped when the last Tensor over it goes."""
+    cdef uintptr_t base
+    cdef size_t size
+    cdef int device
+    cdef object __weakref__
+
+    def __dealloc__(self):
+        if self.base and _cuda is not None:
+            try:
+                _cuda.ipc_close(self.device, self.base)
+            except BaseException:
+                pass
+            self.base = 0
+
+
+@cython.final
+cdef class _CudaIpcReceipt:
+    """What a Tensor received through CUDA IPC holds: the mapping, and the sender's count of
+    receivers (a shared int64), which goes down when it dies: the sender lets its memory go
+    once the count is 0."""
+    cdef object mapping
+    cdef object counter
+
+    def __dealloc__(self):
+        counter, self.counter = self.counter, None
+        if counter is not None:
+            try:
+                _shared_counter_add(counter, -1)
+            except BaseException:
+                pass
+
+
+# handle -> its _CudaIpcMapping while a Tensor holds it (a handle is opened once per process)
+cdef object _cuda_ipc_mappings = weakref.WeakValueDictionary()
+
+
+def _cuda_ipc_handle(Tensor t not None):
+    """What a CUDA Tensor crosses a process boundary as: (handle of its allocation, offset
+    of element 0 into it, event handle, event). The event is recorded on this thread's
+    current stream, so that the receiver's stream can wait for the work issued so far; the
+    sender destroys it once every receiver is done."""
+    if t.dl.device.device_type != kDLCUDA:
+        raise BufferError(f"only CUDA device memory crosses through CUDA IPC, not {t.device}")
+    module = _require_cuda(t.dl.device)
+    handle, offset, size = module.ipc_export(<uintptr_t>t.dl.data + t.dl.byte_offset,
+                                             t.dl.device.device_id)
+    event_handle, event = module.ipc_event_record(t.dl.device.device_id)
+    return handle, offset, event_handle, event
+
+
+def _tensor_from_cuda_ipc(bytes handle, offset, int device, bytes event_handle, shape, strides,
+                          dtype_triple, readonly, counter):
+    """The CUDA Tensor a handle from another process describes, over that process's
+    memory; this thread's current stream waits for the sender's work first. Every part of
+    the handle is checked (the allocation's size is the driver's, not the message's)."""
+    cdef int64_t dims[MAX_NDIM]
+    cdef int64_t steps[MAX_NDIM]
+    cdef int ndim
+    cdef DLTensor dl
+    cdef _CudaIpcMapping mapping
+    cdef _CudaIpcReceipt receipt
+    if (type(offset) is not int or offset < 0 or type(readonly) is not bool
+            or type(dtype_triple) is not tuple or type(strides) is not tuple):
+        raise TypeError("a CUDA Tensor's handle is (handle, offset, device, event, shape, "
+                        "strides, (code, bits, lanes), readonly, counter)")
+    dt = dtype(dtype_triple)
+    ndim = dims_from_python(shape, dims, True)
+    if dims_from_python(strides, steps, True) != ndim:
+        raise ValueError(f"{len(strides)} strides for a shape of {ndim} dimensions")
+    module = _require_cuda(_cuda_device(device))
+    mapping = _cuda_ipc_mappings.get(handle)
+    if mapping is None:
+        base, size = module.ipc_open(handle, device)
+        mapping = _CudaIpcMapping.__new__(_CudaIpcMapping)
+        mapping.base, mapping.size, mapping.device = base, size, device
+        _cuda_ipc_mappings[handle] = mapping
+    dl.data = <void*>(mapping.base + <size_t>offset)
+    dl.device = _cuda_device(device)
+    dl.ndim = ndim
+    dl.dtype = (<DType>dt).dl
+    dl.shape = dims
+    dl.strides = steps
+    dl.byte_offset = 0
+    _validate_dltensor(&dl)
+    _check_inside(&dl, offset, mapping.size)
+    module.ipc_event_wait(device, event_handle)
+    receipt = _CudaIpcReceipt.__new__(_CudaIpcReceipt)
+    receipt.mapping = mapping
+    receipt.counter = counter
+    cdef Tensor t = _wrap_dltensor(&dl, DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0)
+    t.owner_ref = receipt
+    return t
+
+
+cdef DLDevice _cuda_device(int device) except *:
+    cdef DLDevice dev
+    if device < 0:
+        raise ValueError(f"negative CUDA device index {device}")
+    dev.device_type = kDLCUDA
+    dev.device_id = device
+    return dev

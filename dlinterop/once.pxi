@@ -1,0 +1,83 @@
+# Provides: one-time set-ups that hold no lock while they run Python code, and are decided
+# again in a child made by fork() while one was running (_decided, _register_setup).
+# Uses: runtime.pxi (atomics).
+
+# One-time set-ups (the CUDA module, PyTorch's bit readers, the NumPy routes) hold no lock
+# while they run Python code, which may call dlinterop again (a PyTorch mode, another
+# thread) or be cut short by fork(): a state goes UNDECIDED -> DECIDING (claimed by one
+# thread with a compare-and-swap) -> its answer; whoever finds it DECIDING takes the
+# general route meanwhile. In a child made by fork() while a set-up was DECIDING, the
+# thread running it is gone: the child puts it back to UNDECIDED (pthread_atfork).
+cdef extern from *:
+    """
+    #include <pthread.h>
+    #define DLI_SETUP_UNDECIDED (-2)
+    #define DLI_SETUP_DECIDING (-3)
+    /* 1 when this thread moved *state from UNDECIDED to DECIDING and must decide it. */
+    static inline int dli_setup_claim(Py_ssize_t *state) {
+        Py_ssize_t expected = DLI_SETUP_UNDECIDED;
+        return __atomic_compare_exchange_n(state, &expected, DLI_SETUP_DECIDING, 0,
+                                           __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    }
+    static Py_ssize_t *dli_setup_states[8];
+    static int dli_setup_state_count = 0;
+    static void dli_setup_reset_in_child(void) {
+        for (int i = 0; i < dli_setup_state_count; i++)
+            if (*dli_setup_states[i] == DLI_SETUP_DECIDING)
+                *dli_setup_states[i] = DLI_SETUP_UNDECIDED;
+    }
+    /* Registered once, at module import (single-threaded). */
+    static int dli_setup_register(Py_ssize_t *state) {
+        if (dli_setup_state_count == 8) return -1;
+        if (dli_setup_state_count == 0 && pthread_atfork(NULL, NULL, dli_setup_reset_in_child))
+            return -1;
+        dli_setup_states[dli_setup_state_count++] = state;
+        return 0;
+    }
+    """
+    Py_ssize_t SETUP_UNDECIDED "DLI_SETUP_UNDECIDED"
+    Py_ssize_t SETUP_DECIDING "DLI_SETUP_DECIDING"
+    bint setup_claim "dli_setup_claim" (Py_ssize_t* state) noexcept nogil
+    int setup_register "dli_setup_register" (Py_ssize_t* state) noexcept
+
+
+cdef dict _setup_states = {}   # name -> the address of its state, for the testing aid
+
+
+cdef int _register_setup(str name, Py_ssize_t* state) except -1:
+    if setup_register(state) != 0:
+        raise RuntimeError("dlinterop: cannot register a one-time set-up for fork()")
+    _setup_states[name] = <uintptr_t>state
+    return 0
+
+
+def _setup_state(str name, state=None):
+    """Testing aid: a one-time set-up's state ("cuda", "torch", "numpy_route",
+    "numpy_handback"): "undecided", "deciding", or its answer (an int); with `state`
+    ("undecided" or "deciding"), sets it first, as a thread that is deciding it would."""
+    cdef Py_ssize_t* address = <Py_ssize_t*><uintptr_t>_setup_states[name]
+    if state is not None:
+        address[0] = {"undecided": SETUP_UNDECIDED, "deciding": SETUP_DECIDING}[state]
+    if address[0] == SETUP_UNDECIDED:
+        return "undecided"
+    if address[0] == SETUP_DECIDING:
+        return "deciding"
+    return address[0]
+
+
+ctypedef Py_ssize_t (*_SetUp)(object) except -4
+
+
+cdef Py_ssize_t _decided(Py_ssize_t* state, _SetUp set_up, object argument) except -4:
+    """The answer of a one-time set-up (what set_up returned: >= -1, or SETUP_UNDECIDED to
+    be asked again later), running it in this thread if nobody has; SETUP_DECIDING while
+    another call (in this thread or another) is running it."""
+    cdef Py_ssize_t answer = dli_atomic_load(state)
+    if answer == SETUP_UNDECIDED and setup_claim(state):
+        try:
+            answer = set_up(argument)
+        except BaseException:
+            dli_atomic_store(state, SETUP_UNDECIDED)
+            raise
+        dli_atomic_store(state, answer)
+    return answer

@@ -1,0 +1,125 @@
+# Provides: the C declarations the core uses (CPython's raw API, src/runtime.h), atomics,
+# the core's constants and layout helpers, and raise_pending_error.
+# Uses: nothing.
+
+cdef extern from "Python.h":
+    # Declared here with PyObject* so that capsule destructors never touch the refcount of
+    # the capsule being destroyed, and the hot import path calls __dlpack__ without
+    # creating a bound method.
+    ctypedef void (*RawCapsuleDestructor)(PyObject*) noexcept
+    PyObject* PyCapsule_New_raw "PyCapsule_New"(void* pointer, const char* name,
+                                                RawCapsuleDestructor destructor) noexcept
+    const char* PyCapsule_GetName_raw "PyCapsule_GetName"(PyObject* capsule) noexcept
+    void* PyCapsule_GetPointer(PyObject* capsule, const char* name) noexcept
+    PyObject* PyErr_Occurred() noexcept nogil
+    int PyGILState_Check() noexcept nogil
+    ctypedef struct PyTypeObject:
+        PyObject* tp_dict
+        unsigned long tp_flags
+    PyObject* PyObject_Vectorcall_raw "PyObject_Vectorcall"(
+        PyObject* callable, PyObject** args, size_t nargsf, PyObject* kwnames) noexcept
+    void PyType_Modified(PyTypeObject*)
+    int PyDict_SetItemString(object, const char*, object) except -1
+    void PyErr_Clear() noexcept
+    void* PyMem_Malloc(size_t) noexcept nogil
+    void PyMem_Free(void*) noexcept nogil
+    PyObject* PyObject_VectorcallMethod_raw "PyObject_VectorcallMethod"(
+        PyObject* name, PyObject** args, size_t nargsf, PyObject* kwnames) noexcept
+    int PyErr_ExceptionMatches(PyObject* exc) noexcept
+    Py_ssize_t PyTuple_GET_SIZE(object) noexcept
+    PyObject* PyTuple_GET_ITEM(object, Py_ssize_t) noexcept
+    long PyLong_AsLongAndOverflow(PyObject*, int*) noexcept
+    void Py_IncRef(PyObject*) noexcept nogil
+    void Py_DecRef(PyObject*) noexcept nogil
+    void PyErr_Fetch(PyObject**, PyObject**, PyObject**) noexcept nogil
+    void PyErr_Restore(PyObject*, PyObject*, PyObject*) noexcept nogil
+    ctypedef enum PyGILState_STATE:
+        PyGILState_LOCKED
+        PyGILState_UNLOCKED
+    PyGILState_STATE PyGILState_Ensure() noexcept nogil
+    void PyGILState_Release(PyGILState_STATE) noexcept nogil
+
+
+cdef extern from "runtime.h" nogil:
+    ctypedef struct dli_stats:
+        int64_t live_buffers
+        int64_t live_bytes
+        int64_t peak_bytes
+        int64_t total_allocations
+    void* dli_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out)
+    void dli_host_free(void* base, size_t nbytes)
+    void dli_stats_read(dli_stats* out)
+    int dli_interpreter_alive()
+    void dli_copy_to_contiguous(char* dst, const char* src, int ndim, const int64_t* shape,
+                                const int64_t* strides, size_t itemsize)
+    void dli_fill(char* dst, const char* pattern, size_t itemsize, int64_t count)
+    bint __builtin_mul_overflow(int64_t a, int64_t b, int64_t* out)
+    bint __builtin_add_overflow(int64_t a, int64_t b, int64_t* out)
+
+
+# Free-threaded CPython (no GIL): what the GIL used to serialise is made safe here with
+# atomics, a lock for the one-time set-ups, and a critical section per capsule consumed.
+cdef extern from *:
+    """
+    /* DLI_FREE_THREADED comes from _threadsafe.pxd. With a GIL the GIL orders these
+       already: plain accesses, no locked instruction (a lock-prefixed add costs tens of
+       cycles on every export and release). */
+    static inline void dli_atomic_add(Py_ssize_t *p, Py_ssize_t v) {
+    #if DLI_FREE_THREADED
+        __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+    #else
+        *p += v;
+    #endif
+    }
+    static inline Py_ssize_t dli_atomic_load(const Py_ssize_t *p) {
+    #if DLI_FREE_THREADED
+        return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    #else
+        return *(const volatile Py_ssize_t *)p;
+    #endif
+    }
+    static inline void dli_atomic_store(Py_ssize_t *p, Py_ssize_t v) {
+    #if DLI_FREE_THREADED
+        __atomic_store_n(p, v, __ATOMIC_RELEASE);
+    #else
+        *(volatile Py_ssize_t *)p = v;
+    #endif
+    }
+    /* An exact int's value when it fits one digit (every version number a consumer
+       passes), read without a call: 1 with *out set, else 0 (use PyLong_AsLong...). */
+    #if PY_VERSION_HEX < 0x030B0000
+    #include "longintrepr.h"   /* 3.10's Python.h leaves the digit layout out */
+    #endif
+    static inline int dli_small_long(PyObject *o, long *out) {
+        if (!PyLong_CheckExact(o)) return 0;
+    #if PY_VERSION_HEX >= 0x030C0000
+        if (!PyUnstable_Long_IsCompact((PyLongObject *)o)) return 0;
+        *out = (long)PyUnstable_Long_CompactValue((PyLongObject *)o);
+    #else
+        Py_ssize_t size = Py_SIZE(o);
+        if (size < -1 || size > 1) return 0;
+        *out = (long)size * (long)((PyLongObject *)o)->ob_digit[0];
+    #endif
+        return 1;
+    }
+    """
+    void dli_atomic_add(Py_ssize_t* p, Py_ssize_t v) noexcept nogil
+    Py_ssize_t dli_atomic_load(const Py_ssize_t* p) noexcept nogil
+    void dli_atomic_store(Py_ssize_t* p, Py_ssize_t v) noexcept nogil
+    bint dli_small_long(PyObject* o, long* out) noexcept
+
+
+cdef size_t DEFAULT_ALIGNMENT = 256
+cdef uint64_t FLAG_READ_ONLY_ASSUMED = (<uint64_t>1) << FLAG_READ_ONLY_ASSUMED_BIT
+
+__dlpack_version__ = (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)
+
+
+cdef tuple _MAX_VERSION = (1, DLPACK_MINOR_VERSION)
+
+
+cdef int raise_pending_error() except -1:
+    """Propagates the exception a C callee set; makes one if it set none."""
+    if PyErr_Occurred() == NULL:
+        raise BufferError("a DLPack producer reported failure without setting an exception")
+    return -1

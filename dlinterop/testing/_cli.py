@@ -1,0 +1,92 @@
+"""The command line: python -m dlinterop check NAME... (tables, --json, --markdown, --list,
+--strict)."""
+import dataclasses
+import json
+
+from dlinterop.testing._frameworks import FRAMEWORKS
+from dlinterop.testing._model import ROLES, RULES
+from dlinterop.testing._run import check
+
+_CELL = {"pass": "pass", "fail": "FAIL", "n/a": "n/a"}
+
+
+def _role_rows(reports):
+    """(role, [(rule id, [cell per framework])]) for each role that any report checked;
+    a cell is empty where that framework was not checked against the rule."""
+    names = [r.framework for r in reports]
+    cells = {(res.rule, r.framework): res for r in reports for res in r.results}
+    for role in ROLES:
+        rows = [(rule.id, [_CELL[cells[(rule.id, n)].result] if (rule.id, n) in cells else ""
+                           for n in names])
+                for rule in RULES if rule.role == role
+                and any((rule.id, n) in cells for n in names)]
+        if rows:
+            yield role, rows
+
+
+def _markdown_section(role, names, rows):
+    lines = [f"\n**{role}**\n", "| rule | " + " | ".join(names) + " |",
+             "| --- |" + " --- |" * len(names)]
+    lines += [f"| `{rule}` | " + " | ".join(row) + " |" for rule, row in rows]
+    return lines
+
+
+def _text_section(role, names, rows):
+    width = max(len(rule) for rule, _ in rows) + 2
+    lines = [f"\n{role}s".upper(), f"{'rule':<{width}}" + "".join(f"{n:>18}" for n in names),
+             "-" * (width + 18 * len(names))]
+    lines += [f"{rule:<{width}}" + "".join(f"{cell:>18}" for cell in row) for rule, row in rows]
+    return lines
+
+
+def _table(reports, markdown):
+    names = [r.framework for r in reports]
+    section = _markdown_section if markdown else _text_section
+    lines = []
+    for role, rows in _role_rows(reports):
+        lines += section(role, names, rows)
+    lines.append("")
+    for r in reports:
+        c = r.counts()
+        lines.append(f"{r.framework}: {c['pass']} passed, {c['fail']} failed, {c['n/a']} n/a")
+    failures = [res for r in reports for res in r.failures()]
+    if failures:
+        lines.append("\nfailures:")
+        lines += [f"  {res.framework} {res.rule}: {res.reason}" for res in failures]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m dlinterop check",
+        description="Check frameworks against DLPack 1.3 as producers and consumers.")
+    parser.add_argument("frameworks", nargs="+", metavar="NAME",
+                        help=f"{', '.join(FRAMEWORKS)}, or module:callable")
+    parser.add_argument("--role", choices=ROLES, help="check one role only")
+    parser.add_argument("--rule", action="append", dest="rules", help="only this rule (repeat)")
+    parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    parser.add_argument("--list", action="store_true", help="list the rules and stop")
+    parser.add_argument("--strict", metavar="NAME", action="append", default=[],
+                        help="exit 1 if NAME fails a rule (repeat; default: any failure "
+                             "of any framework only prints)")
+    args = parser.parse_args(argv)
+    if args.list:
+        for rule in RULES:
+            print(f"{rule.id:<36} {rule.description}")
+        return 0
+    reports = []
+    for spec in args.frameworks:
+        try:
+            reports.append(check(spec, args.role, args.rules))
+        except ValueError as e:
+            parser.error(str(e))
+    print(_table(reports, args.markdown))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"results": [dataclasses.asdict(res) for r in reports
+                                   for res in r.results]}, f, indent=1)
+    failing = [r.framework for r in reports if r.framework in args.strict and not r]
+    return 1 if failing else 0

@@ -1,0 +1,200 @@
+"""The frameworks the checker knows by name (NumPy, PyTorch, JAX, tvm-ffi, array-api-strict,
+dlinterop, CuPy), each described as a Framework; peers are imported by name only when
+checked, so an installation without them is not looked for."""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+from typing import Any, Callable
+
+@dataclasses.dataclass
+class Framework:
+    """What the checker needs of a framework.
+
+    make(values, dtype): a new array of this framework with the values of the NumPy array
+    `values` cast to `dtype` (a dlinterop dtype name: "float32", "bfloat16", ...).
+    dtypes: the dtype names it has. from_dlpack(obj, **kwargs): its consumer.
+    view(kind, values): an array of the framework whose layout is `kind` ("reversed",
+    "strided", "broadcast") over `values`, or None when it cannot make one.
+    readonly(values): a read-only array, or None when it has none. writable(obj): whether
+    an array may be written (None: cannot say). Missing optional parts make their rules n/a.
+    """
+    name: str
+    make: Callable[[Any, str], Any]
+    from_dlpack: Callable[..., Any]
+    dtypes: frozenset
+    view: Callable[[str, Any], Any] | None = None
+    readonly: Callable[[Any], Any] | None = None
+    writable: Callable[[Any], bool | None] | None = None
+    immutable: bool = False       # its arrays can never be written (JAX, array-api-strict)
+
+
+_STANDARD = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+             "uint64", "float16", "float32", "float64", "complex64", "complex128")
+
+
+_ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+              "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e8m0fnu",
+              "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn")
+
+
+def _np():
+    return importlib.import_module("numpy")
+
+
+def _numpy_dtype(name):
+    np = _np()
+    if name in _STANDARD:
+        return np.dtype(name if name != "bool" else "bool")
+    return np.dtype(getattr(importlib.import_module("ml_dtypes"), name))
+
+
+def _numpy_framework():
+    np = _np()
+
+    def view(kind, values):
+        base = np.array(values)
+        if kind == "reversed":
+            return base[::-1]
+        if kind == "strided":
+            return base[::2]
+        if kind == "broadcast":
+            return np.broadcast_to(base[:1], (4,))
+        return None
+
+    def readonly(values):
+        a = np.array(values)
+        a.flags.writeable = False
+        return a
+
+    return Framework("numpy", lambda v, d: np.asarray(v).astype(_numpy_dtype(d)), np.from_dlpack,
+                     frozenset(_STANDARD), view, readonly, lambda a: bool(a.flags.writeable))
+
+
+def _torch_framework():
+    torch = importlib.import_module("torch")
+    np = _np()
+    names = [n for n in _STANDARD + _ML_DTYPES if n != "float8_e4m3" and
+             isinstance(getattr(torch, n if n != "bool" else "bool", None), torch.dtype)]
+
+    def make(values, dtype):
+        target = getattr(torch, dtype)
+        base = np.asarray(values)
+        if base.dtype.kind in "biu" and dtype in _STANDARD:
+            return torch.from_numpy(base.astype(_numpy_dtype(dtype)).copy())
+        return torch.from_numpy(base.astype(np.complex128 if base.dtype.kind == "c"
+                                            else np.float64).copy()).to(target)
+
+    def view(kind, values):
+        base = torch.from_numpy(np.array(values))
+        if kind == "strided":
+            return base[::2]
+        if kind == "broadcast":
+            return base[:1].expand(4)
+        return None     # torch has no negative strides
+
+    return Framework("torch", make, torch.from_dlpack, frozenset(names), view, None,
+                     lambda x: True)
+
+
+def _jax_framework():
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    jax = importlib.import_module("jax")
+    jnp = importlib.import_module("jax.numpy")
+    np = _np()
+    jax.config.update("jax_enable_x64", True)
+    names = [n for n in _STANDARD + _ML_DTYPES if hasattr(jnp, n if n != "bool" else "bool_")]
+
+    def make(values, dtype):
+        return jnp.asarray(np.asarray(values).astype(_numpy_dtype(dtype)))
+
+    return Framework("jax", make, jnp.from_dlpack, frozenset(names), None, None,
+                     lambda x: False, immutable=True)
+
+
+def _tvm_ffi_framework():
+    tvm_ffi = importlib.import_module("tvm_ffi")
+    numpy = _numpy_framework()
+
+    def make(values, dtype):
+        return tvm_ffi.from_dlpack(numpy.make(values, dtype))
+
+    def view(kind, values):
+        v = numpy.view(kind, values)
+        return None if v is None else tvm_ffi.from_dlpack(v)
+
+    return Framework("tvm_ffi", make, tvm_ffi.from_dlpack, numpy.dtypes, view)
+
+
+def _array_api_strict_framework():
+    xp = importlib.import_module("array_api_strict")
+    np = _np()
+    names = [n for n in _STANDARD if hasattr(xp, n)]
+
+    def make(values, dtype):
+        return xp.asarray(np.asarray(values).astype(_numpy_dtype(dtype)))
+
+    def writable(x):
+        inner = getattr(x, "_array", None)
+        return None if inner is None else bool(inner.flags.writeable)
+
+    return Framework("array_api_strict", make, xp.from_dlpack, frozenset(names),
+                     None, None, writable)
+
+
+def _dlinterop_framework():
+    import dlinterop as dl
+    numpy = _numpy_framework()
+    np = _np()
+
+    def make(values, dtype):
+        base = np.asarray(values)
+        if dtype in _STANDARD:
+            return dl.from_dlpack(base.astype(_numpy_dtype(dtype))).copy()
+        return dl.asarray(base.astype(_numpy_dtype(dtype))).copy()
+
+    def view(kind, values):
+        v = numpy.view(kind, values)
+        return None if v is None else dl.from_dlpack(v)
+
+    def readonly(values):
+        return dl.from_dlpack(numpy.readonly(values))
+
+    return Framework("dlinterop", make, dl.from_dlpack,
+                     frozenset(_STANDARD + _ML_DTYPES + ("complex32",)), view, readonly,
+                     lambda t: not t.readonly)
+
+
+def _cupy_framework():
+    cupy = importlib.import_module("cupy")
+    np = _np()
+    return Framework("cupy", lambda v, d: cupy.asarray(np.asarray(v).astype(_numpy_dtype(d))),
+                     cupy.from_dlpack, frozenset(n for n in _STANDARD if n != "bool") | {"bool"})
+
+
+FRAMEWORKS = {
+    "numpy": _numpy_framework, "torch": _torch_framework, "jax": _jax_framework,
+    "tvm_ffi": _tvm_ffi_framework, "array_api_strict": _array_api_strict_framework,
+    "dlinterop": _dlinterop_framework, "cupy": _cupy_framework,
+}
+
+
+def framework(spec):
+    """A Framework from a builtin name, "module:callable" or a Framework (returned as is)."""
+    if isinstance(spec, Framework):
+        return spec
+    if not isinstance(spec, str):
+        raise TypeError(f"a framework is a name, 'module:callable' or a Framework, got "
+                        f"{type(spec).__name__}")
+    if ":" in spec:
+        module, _, attribute = spec.partition(":")
+        made = getattr(importlib.import_module(module), attribute)()
+        if not isinstance(made, Framework):
+            raise TypeError(f"{spec} returned {type(made).__name__}, not a "
+                            "dlinterop.testing.Framework")
+        return made
+    if spec not in FRAMEWORKS:
+        raise ValueError(f"unknown framework {spec!r}; builtin ones: {', '.join(FRAMEWORKS)}"
+                         " (or give module:callable)")
+    return FRAMEWORKS[spec]()

@@ -1,0 +1,137 @@
+"""Running rules: each framework in a child process (a crash fails one rule, a new child runs
+the rest), or in this one for a Framework object."""
+from __future__ import annotations
+
+import dataclasses
+import gc
+import json
+import subprocess
+import sys
+from typing import Iterable
+
+from dlinterop.testing._frameworks import FRAMEWORKS, Framework, framework
+from dlinterop.testing._model import RULES, ROLES, NotApplicable, Report, Result, RuleFailure
+
+def _run_rule(rule, fw):
+    try:
+        note = rule.function(fw)
+    except NotApplicable as e:
+        return Result(rule.id, fw.name, rule.role, "n/a", str(e))
+    except RuleFailure as e:
+        return Result(rule.id, fw.name, rule.role, "fail", str(e))
+    except Exception as e:
+        text = str(e).splitlines()[0][:160] if str(e) else ""
+        return Result(rule.id, fw.name, rule.role, "fail", f"{type(e).__name__}: {text}")
+    finally:
+        gc.collect()
+    return Result(rule.id, fw.name, rule.role, "pass", note or "")
+
+
+def _selected(role, rules):
+    chosen = [r for r in RULES if role in (None, r.role)]
+    if rules is not None:
+        wanted = set(rules)
+        unknown = wanted - {r.id for r in RULES}
+        if unknown:
+            raise ValueError(f"unknown rules: {', '.join(sorted(unknown))}")
+        chosen = [r for r in chosen if r.id in wanted]
+    return chosen
+
+
+def _worker(spec, rule_ids):
+    """In the child: run the named rules, one JSON line each, flushed as it goes."""
+    fw = framework(spec)
+    by_id = {r.id: r for r in RULES}
+    for rule_id in rule_ids:
+        print(json.dumps(dataclasses.asdict(_run_rule(by_id[rule_id], fw))), flush=True)
+
+
+def _isolated(spec, name, rules, timeout):
+    results = []
+    pending = [r.id for r in rules]
+    role_of = {r.id: r.role for r in rules}
+    while pending:
+        code = (f"import dlinterop.testing as t; t._worker({spec!r}, {pending!r})")
+        try:
+            proc = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                  text=True, timeout=timeout)
+            stdout, returncode, stderr = proc.stdout, proc.returncode, proc.stderr
+        except subprocess.TimeoutExpired as e:
+            stdout = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+            returncode, stderr = "timeout", ""
+        done = []
+        for line in stdout.splitlines():
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(data, dict) and data.get("rule") in role_of:
+                results.append(Result(**data))
+                done.append(data["rule"])
+        pending = pending[len(done):]
+        if not pending:
+            break
+        if returncode == 0:
+            raise RuntimeError(f"the checker's child stopped early: {stderr[-400:]}")
+        if not done and returncode != "timeout" and _setup_failed(stderr):
+            reason = "cannot be set up: " + _last_line(stderr)
+            results += [Result(rid, name, role_of[rid], "n/a", reason) for rid in pending]
+            break
+        crashed = pending.pop(0)
+        how = ("timed out" if returncode == "timeout" else
+               f"crashed (signal {-returncode})" if returncode < 0 else
+               f"exited with status {returncode}")
+        results.append(Result(crashed, name, role_of[crashed], "fail",
+                              f"the process {how}: {_last_line(stderr)}".rstrip(": ")))
+    return results
+
+
+def _last_line(text):
+    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
+    return lines[-1][:200] if lines else ""
+
+
+def _setup_failed(stderr):
+    return "Traceback" in (stderr or "") and "_worker" in stderr and "framework(" in stderr
+
+
+def check(spec, role=None, rules=None, *, isolate=None, timeout=300):
+    """Checks a framework in one role ("producer", "consumer") or both; returns a Report.
+    Builtin names and "module:callable" run in a child process (isolate=True); a
+    Framework object runs in this one."""
+    if role not in (None,) + ROLES:
+        raise ValueError(f"role must be 'producer', 'consumer' or None, got {role!r}")
+    chosen = _selected(role, rules)
+    if isinstance(spec, Framework):
+        if isolate:
+            raise ValueError("a Framework object is checked in this process; give a name "
+                             "or 'module:callable' to isolate")
+        return Report(spec.name, [_run_rule(r, spec) for r in chosen])
+    name = spec if ":" not in spec else spec.partition(":")[2]
+    if isolate is False:
+        fw = framework(spec)
+        return Report(fw.name, [_run_rule(r, fw) for r in chosen])
+    if ":" not in spec and spec not in FRAMEWORKS:
+        raise ValueError(f"unknown framework {spec!r}; builtin ones: {', '.join(FRAMEWORKS)}")
+    return Report(name, _isolated(spec, name, chosen, timeout))
+
+
+def check_producer(spec, rules=None, **kwargs):
+    """check(spec, "producer", ...)."""
+    return check(spec, "producer", rules, **kwargs)
+
+
+def check_consumer(spec, rules=None, **kwargs):
+    """check(spec, "consumer", ...)."""
+    return check(spec, "consumer", rules, **kwargs)
+
+
+def assert_conforms(report, allow: Iterable[str] = ()):
+    """Raises AssertionError naming every failing rule (pytest shows the list), except the
+    rule ids in `allow`."""
+    allowed = set(allow)
+    failing = [r for r in report.failures() if r.rule not in allowed]
+    if failing:
+        lines = "\n".join(f"  {r.rule} [{r.role}]: {r.reason}" for r in failing)
+        raise AssertionError(f"{report.framework} fails {len(failing)} DLPack rule"
+                             f"{'' if len(failing) == 1 else 's'}:\n{lines}")

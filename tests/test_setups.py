@@ -1,0 +1,196 @@
+"""dlinterop's one-time set-ups (the CUDA module, PyTorch's bit readers, the NumPy import
+route and hand-back) hold no lock while they run Python code: code they run may call
+dlinterop again (a PyTorch mode), and fork() may copy a process while one runs. Every case
+that used to hang runs in a child process under a timeout."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import dlinterop as dl
+from dlinterop import _core
+
+SETUPS = ["cuda", "torch", "numpy_route", "numpy_handback"]
+
+
+def run_apart(code, timeout=120):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def test_torch_mode_calling_dlinterop_during_the_first_import_does_not_deadlock():
+    # Regression: the PyTorch set-up held a lock while making its probe tensors, which a
+    # TorchFunctionMode whose handler calls dlinterop turned into a call back into the
+    # set-up, on the same thread: a deadlock.
+    _torch()
+    proc = run_apart("""
+        import torch, dlinterop as dl
+        from dlinterop import _core
+        from torch.overrides import TorchFunctionMode
+
+        class Share(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                result = func(*args, **(kwargs or {}))
+                if (type(result) is torch.Tensor and not result.requires_grad
+                        and not result.is_conj() and not result.is_neg()):
+                    dl.from_dlpack(result)
+                return result
+
+        x = torch.arange(4.0)
+        with Share():
+            assert dl.from_dlpack(x).data_ptr == x.data_ptr()
+            y = torch.ones(3)
+        assert dl.from_dlpack(y).shape == (3,)
+        print(_core._setup_state("torch"))
+    """, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout) >= -1    # decided (an offset, or -1: the Python methods)
+
+
+def test_fork_while_a_thread_sets_up_torch_leaves_the_child_working():
+    # Regression: a thread inside the PyTorch set-up (holding its lock) when another thread
+    # forked left the child's first PyTorch import hung for good.
+    _torch()
+    proc = run_apart("""
+        import os, signal, threading, warnings
+        import torch, dlinterop as dl
+        from dlinterop import _core
+
+        warnings.simplefilter("ignore", DeprecationWarning)   # fork with threads (3.12+)
+        entered, release = threading.Event(), threading.Event()
+        real = torch._C.DisableTorchFunction
+
+        class Paused:
+            # The set-up makes its probes inside DisableTorchFunction(): hold it there.
+            def __enter__(self):
+                entered.set()
+                release.wait()
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+        torch._C.DisableTorchFunction = Paused
+        x = torch.arange(3.0)
+        worker = threading.Thread(target=dl.from_dlpack, args=(x,))
+        worker.start()
+        entered.wait()
+        assert _core._setup_state("torch") == "deciding"
+        pid = os.fork()
+        if pid == 0:
+            torch._C.DisableTorchFunction = real
+            signal.alarm(30)
+            state = _core._setup_state("torch")
+            t = dl.from_dlpack(torch.arange(5.0))
+            try:
+                dl.from_dlpack(torch.zeros(2, dtype=torch.complex64).conj())
+                os._exit(3)
+            except BufferError:
+                pass
+            decided = _core._setup_state("torch")
+            os._exit(0 if state == "undecided" and t.shape == (5,)
+                     and isinstance(decided, int) else 2)
+        torch._C.DisableTorchFunction = real
+        release.set()
+        worker.join()
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "0"
+
+
+@pytest.mark.parametrize("name", SETUPS)
+def test_a_set_up_deciding_at_fork_is_decided_again_in_the_child(name):
+    # A thread that was deciding a set-up when another forked does not exist in the child:
+    # the child finds the set-up undecided and decides it itself, with no lock to wait for.
+    if name == "torch":
+        _torch()
+    proc = run_apart(f"""
+        import os, signal
+        import numpy as np
+        import dlinterop as dl
+        from dlinterop import _core
+
+        name = {name!r}
+
+        class CudaArray:
+            # Host memory claimed as CUDA memory: dlinterop only records the pointer.
+            def __init__(self):
+                self.keep = np.zeros(4, np.float32)
+                self.__cuda_array_interface__ = {{
+                    "shape": (4,), "typestr": "<f4", "version": 3,
+                    "data": (self.keep.ctypes.data, False)}}
+
+        def use():
+            if name == "cuda":
+                return dl.asarray(CudaArray()).device.type == "cuda"
+            if name == "torch":
+                import torch
+                return dl.from_dlpack(torch.arange(3.0)).shape == (3,)
+            if name == "numpy_route":
+                return dl.from_dlpack(np.arange(3.0)).shape == (3,)
+            return dl.to_framework(dl.zeros(3), like=np).shape == (3,)
+
+        if name == "torch":
+            import torch
+        _core._setup_state(name, "deciding")     # as a thread running it would leave it
+        assert use()                             # meanwhile: the general route
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(30)
+            ok = _core._setup_state(name) == "undecided" and use()
+            os._exit(0 if ok and isinstance(_core._setup_state(name), int) else 2)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), _core._setup_state(name))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0", "deciding"]
+
+
+def test_numpy_route_decided_after_deciding_elsewhere():
+    # An ndarray described while the route was being decided elsewhere takes __dlpack__
+    # then, and the native route once it is decided.
+    proc = run_apart("""
+        import numpy as np, dlinterop as dl
+        from dlinterop import _core
+        _core._setup_state("numpy_route", "deciding")
+        a = np.arange(4.0)
+        t = dl.from_dlpack(a)
+        assert t.owner is not a           # a capsule: __dlpack__ answered
+        _core._setup_state("numpy_route", "undecided")
+        t = dl.from_dlpack(a)
+        print(_core._numpy_route(), t.owner is a)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    route, owner_is_array = proc.stdout.split()
+    assert owner_is_array == route   # the native route's Tensor is owned by the array
+
+
+def test_setup_states_are_reported():
+    for name in SETUPS:
+        assert _core._setup_state(name) in ("undecided", "deciding") or isinstance(
+            _core._setup_state(name), int)
+    with pytest.raises(KeyError):
+        _core._setup_state("nothing")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_importing_in_a_forked_child_works():
+    proc = run_apart("""
+        import os, signal
+        import dlinterop as dl
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(30)
+            os._exit(0 if dl.zeros(3).shape == (3,) else 2)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+    """)
+    assert proc.returncode == 0 and proc.stdout.strip() == "0", proc.stderr
