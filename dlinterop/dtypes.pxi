@@ -70,6 +70,13 @@ cdef class DType:
     def __reduce__(self):
         return (dtype, (self.name,))
 
+    @property
+    def dtype(self):
+        """The NumPy dtype, as `to_numpy()`: NumPy reads this attribute, so that
+        `np.dtype(dl.float32)` (and NumPy, Dask or pandas code given a DType wherever it takes
+        a dtype) works for every type NumPy can hold."""
+        return self.to_numpy()
+
     def to_numpy(self):
         """The NumPy dtype (from ml_dtypes for bfloat16 and the small floats)."""
         try:

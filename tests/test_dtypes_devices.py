@@ -244,6 +244,21 @@ def test_to_numpy_without_numpy_equivalent_is_type_error(name):
         getattr(dl, ATTR[name]).to_numpy()
 
 
+@pytest.mark.parametrize("name", NUMPY_NAMES + [_ml_param(n) for n in ML_DTYPES_NAMES])
+def test_numpy_takes_a_dtype_wherever_it_takes_one(name):
+    # NumPy reads a `dtype` attribute from what it is given as a dtype: np.dtype(dl.float32),
+    # np.zeros(2, dtype=dl.float32), and Dask's or pandas' code that calls np.dtype(x).
+    dt = getattr(dl, ATTR[name])
+    assert np.dtype(dt) == dt.to_numpy() == dt.dtype
+    assert np.zeros(2, dtype=dt).dtype == dt.to_numpy()
+
+
+@pytest.mark.parametrize("name", ["complex32", "float4_e2m1fn_x2"])
+def test_numpy_dtype_of_a_type_numpy_cannot_hold_is_type_error(name):
+    with pytest.raises(TypeError):
+        np.dtype(getattr(dl, ATTR[name]))
+
+
 # -- DeviceType -------------------------------------------------------------------------
 
 DEVICE_TYPES = {
