@@ -4,6 +4,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 static _Atomic int64_t live_buffers;
 static _Atomic int64_t live_bytes;
@@ -36,6 +39,17 @@ void* dli_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out)
   void* base = zero ? calloc(1, total) : malloc(total);
   if (base == NULL) return NULL;
   uintptr_t addr = ((uintptr_t)base + alignment - 1) & ~((uintptr_t)alignment - 1);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  /* As NumPy does for its arrays from 4 MiB: ask for transparent huge pages where the
+   * kernel gives them on request only (fewer TLB misses: hashing, copying or sending a
+   * large buffer ran about 25% slower without). Advice only: a kernel that refuses changes
+   * nothing. */
+  if (nbytes >= ((size_t)1 << 22)) {
+    uintptr_t start = ((uintptr_t)base + 4095) & ~(uintptr_t)4095;
+    uintptr_t end = ((uintptr_t)base + total) & ~(uintptr_t)4095;
+    if (end > start) madvise((void*)start, end - start, MADV_HUGEPAGE);
+  }
+#endif
   *base_out = base;
   dli_stats_allocated(nbytes);
   return (void*)addr;
