@@ -9,9 +9,8 @@ as pickle sends it. Ordinary pickling (pickle.dumps) is left alone: it always go
 
 The reducer is registered with ForkingPickler as soon as multiprocessing.reduction is
 imported, without importing it here: import dlinterop must not import multiprocessing (it
-costs milliseconds), so until it is imported an import hook waits for it.
+costs milliseconds), so until it is imported an import hook waits for it (_after_import).
 """
-import sys
 import threading
 
 _REDUCTION = "multiprocessing.reduction"
@@ -99,53 +98,9 @@ def _register(reduction):
     reduction.ForkingPickler.register(_core.Tensor, _reduce_tensor)
 
 
-class _RegisterWhenImported:
-    """A meta-path finder that finds nothing itself: when multiprocessing.reduction is
-    imported, it hands the real spec on with a loader that registers the reducer once the
-    module has run, then removes itself."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != _REDUCTION:
-            return None
-        _uninstall(self)
-        import importlib.util
-
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None:
-            return spec
-        spec.loader = _Registering(spec.loader)
-        return spec
-
-
-class _Registering:
-    """A loader that runs the real one, then registers dlinterop's reducer."""
-
-    def __init__(self, loader):
-        self._loader = loader
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        _register(module)
-
-    def __getattr__(self, name):
-        return getattr(self._loader, name)
-
-
-def _uninstall(finder):
-    try:
-        sys.meta_path.remove(finder)
-    except ValueError:
-        pass
-
-
 def install():
     """Registers the reducer now when multiprocessing.reduction is imported already, else
     when it will be."""
-    reduction = sys.modules.get(_REDUCTION)
-    if reduction is not None:
-        _register(reduction)
-    elif not any(isinstance(f, _RegisterWhenImported) for f in sys.meta_path):
-        sys.meta_path.insert(0, _RegisterWhenImported())
+    from dlinterop._after_import import when_imported
+
+    when_imported(_REDUCTION, _register)
