@@ -4,16 +4,29 @@ never imports Dask; Dask imports this module when it starts).
 - ``dask.sizeof``: a Tensor counts the bytes of its elements, as Dask counts a NumPy array
   (a broadcast axis, stride 0, once), so that Dask's memory limits, spilling and transfer
   estimates see dlinterop data.
+- ``dask.tokenize``: a Tensor's token hashes its bytes, as Dask's token for a NumPy array
+  does (instead of Dask's fallback, which pickles the object to hash it).
+- distributed's ``dask`` serialization family (registered when ``distributed.protocol``
+  is imported, which always follows ``dask.sizeof``): a host Tensor travels as one frame of
+  its bytes and a small header, as NumPy arrays do, whatever pickle protocol the connection
+  allows (the scheduler's allow only protocol 4, which would put the bytes inside the
+  pickle). A receiver gets a Tensor over the frame it was handed.
 """
+_SERIALIZE = "distributed.protocol.serialize"
+_TOKENIZE = "dask.tokenize"
 
 
 def register_sizeof(sizeof):
     """The ``dask.sizeof`` entry point: Dask calls it with its ``sizeof`` dispatcher."""
     from dlinterop import Tensor
+    from dlinterop._after_import import when_imported
 
     @sizeof.register(Tensor)
     def sizeof_tensor(t):
         return tensor_bytes(t)
+
+    when_imported(_TOKENIZE, register_tokenize)
+    when_imported(_SERIALIZE, register_serializers)
 
 
 def tensor_bytes(t):
@@ -23,3 +36,59 @@ def tensor_bytes(t):
     for extent, stride in zip(t.shape, t.strides):
         count *= extent if stride != 0 or extent == 0 else 1
     return (count * t.dtype.bits * t.dtype.lanes + 7) // 8
+
+
+def register_tokenize(tokenize):
+    """Registers Tensor with ``dask.tokenize.normalize_token``."""
+    from dlinterop import Tensor
+
+    tokenize.normalize_token.register(Tensor)(normalize_tensor)
+
+
+def normalize_tensor(t):
+    """What Dask hashes for a Tensor: its bytes in C order (hashed as Dask hashes a NumPy
+    array's), type, shape and device. A device Tensor, whose bytes the host cannot read,
+    gets a token of its own (never the same twice), as Dask gives objects it cannot hash."""
+    import uuid
+
+    from dask.hashing import hash_buffer_hex
+
+    if t.device.type != "cpu":
+        return ("dlinterop.Tensor", uuid.uuid4().hex)
+    _rebuild, (buffer, shape, dtype_triple, _readonly) = t.__reduce_ex__(5)
+    return ("dlinterop.Tensor", hash_buffer_hex(memoryview(buffer)), dtype_triple, shape)
+
+
+def register_serializers(serialize):
+    """Registers Tensor with distributed's ``dask`` family (``serialize``: the module
+    distributed.protocol.serialize)."""
+    from dlinterop import Tensor
+
+    serialize.dask_serialize.register(Tensor)(serialize_tensor)
+    serialize.dask_deserialize.register(Tensor)(deserialize_tensor)
+
+
+def serialize_tensor(t):
+    """A host Tensor as (header, [its bytes, C order]): the buffer pickle protocol 5 would
+    send out of band (a non-contiguous Tensor is copied into one first). A device Tensor
+    raises TypeError, and distributed tries its next serializer, which says why."""
+    _rebuild, (buffer, shape, dtype_triple, readonly) = t.__reduce_ex__(5)
+    header = {"shape": list(shape), "dtype": list(dtype_triple), "readonly": readonly}
+    return header, [memoryview(buffer)]
+
+
+def deserialize_tensor(header, frames):
+    """The Tensor over the frame received, checked as an unpickled one is (the header
+    comes from another process), never copied but for one case: a read-only frame for a
+    writable Tensor, as Dask does for NumPy arrays. Dask's TCP transport reads a small
+    message's frames into one buffer, so the bytes can start at any address: the Tensor
+    keeps them there, unaligned to their item size where they landed so, as NumPy's arrays
+    (flags.aligned False) do."""
+    from dlinterop import _core
+
+    (frame,) = frames
+    readonly = header["readonly"]
+    if not readonly and memoryview(frame).readonly:
+        frame = bytearray(frame)
+    return _core._tensor_over_frame(frame, tuple(header["shape"]), tuple(header["dtype"]),
+                                    readonly)

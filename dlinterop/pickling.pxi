@@ -102,6 +102,20 @@ def _rebuild_tensor(data, shape, dtype_triple, readonly):
     return t
 
 
+def _tensor_over_frame(data, shape, dtype_triple, readonly):
+    """A Tensor over a frame a transport received (Dask's), checked as an unpickled Tensor
+    is, never a copy: the bytes stay where the transport put them, aligned to their item
+    size or not, as NumPy takes them from the same transport."""
+    cdef int64_t dims[MAX_NDIM]
+    ndim, dt, view = _checked_state(data, shape, dtype_triple, readonly, dims)
+    cdef Tensor base = _tensor_from_buffer(view)
+    cdef Tensor t = _tensor_over(base.dl.data, ndim, dims, NULL, dt, _CPU, base.readonly,
+                                 base.owner_ref)
+    if readonly:
+        t.flags |= DLPACK_FLAG_BITMASK_READ_ONLY
+    return t
+
+
 def _rebuild_tensor_from_bytes(data, shape, dtype_triple, readonly, pad=0):
     """Unpickle (protocols before 5): the bytes in the pickle after `pad` bytes of padding,
     copied once into a buffer of dlinterop's, 256-byte aligned. A large tensor's padding

@@ -2,6 +2,8 @@
 worker processes), as NumPy arrays are."""
 import gc
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -37,10 +39,106 @@ def test_sizeof_of_a_large_tensor_is_not_the_object_header():
     assert sizeof(t) == 256 * 1024 * 1024
 
 
+# -- tokenize: the bytes are hashed, as for NumPy arrays -----------------------------------
+
+def test_token_follows_the_contents():
+    from dask.base import tokenize
+    a = dl.from_dlpack(np.arange(6.0))
+    assert tokenize(a) == tokenize(dl.from_dlpack(np.arange(6.0)))
+    assert tokenize(a) != tokenize(dl.from_dlpack(np.arange(1.0, 7.0)))
+    assert tokenize(a) != tokenize(dl.from_dlpack(np.arange(6.0).reshape(2, 3)))
+    assert tokenize(a) != tokenize(dl.from_dlpack(np.arange(6, dtype=np.int64)))
+    np.from_dlpack(a)[0] = 10.0                       # a write changes the token
+    assert tokenize(a) != tokenize(dl.from_dlpack(np.arange(6.0)))
+
+
+def test_token_of_a_strided_view_is_that_of_its_elements():
+    from dask.base import tokenize
+    base = np.arange(24.0).reshape(4, 6)
+    assert tokenize(dl.from_dlpack(base[:, ::2])) == \
+        tokenize(dl.from_dlpack(np.ascontiguousarray(base[:, ::2])))
+
+
 # -- a real local cluster ----------------------------------------------------------------
 
 distributed = pytest.importorskip("distributed",
                                   reason="Dask distributed is not installed (the 'dask' extra)")
+
+
+# -- distributed's "dask" serialization family --------------------------------------------
+
+def _frames_round_trip(t, frame=None):
+    from distributed.protocol import deserialize, serialize
+    header, frames = serialize(t)
+    assert header["serializer"] == "dask"           # not pickle: frames whatever the protocol
+    return deserialize(header, frames if frame is None else [frame])
+
+
+@pytest.mark.parametrize("name", ["bool", "int8", "uint16", "float16", "bfloat16", "float32",
+                                  "complex128", "float8_e4m3fn", "float4_e2m1fn"])
+def test_every_dtype_crosses_as_one_frame(name):
+    t = dl.full((3, 5), 1, name)
+    back = _frames_round_trip(t)
+    assert type(back) is dl.Tensor and back.dtype == t.dtype and back.shape == (3, 5)
+    assert not back.readonly
+    assert bytes(back.__reduce_ex__(5)[1][0].raw()) == bytes(t.__reduce_ex__(5)[1][0].raw())
+
+
+def test_a_strided_read_only_view_crosses_with_its_values_and_flag():
+    base = np.arange(48, dtype=np.int32).reshape(6, 8)
+    base.flags.writeable = False
+    back = _frames_round_trip(dl.from_dlpack(base[1::2, ::-3]))
+    assert back.readonly and back.shape == (3, 3)
+    assert np.array_equal(np.from_dlpack(back), base[1::2, ::-3])
+
+
+def test_a_frame_at_any_address_is_shared_not_copied():
+    # Dask's TCP transport reads small frames into one buffer: the bytes can start at any
+    # address. The Tensor stays over them, as NumPy's arrays do (flags.aligned False).
+    t = dl.from_dlpack(np.arange(1000, dtype=np.float64))
+    raw = bytes(t.__reduce_ex__(5)[1][0].raw())
+    received = bytearray(len(raw) + 8)
+    received[3:3 + len(raw)] = raw
+    frame = memoryview(received)[3:3 + len(raw)]
+    buffers = dl.memory_stats()["live_buffers"]
+    back = _frames_round_trip(t, frame)
+    assert dl.memory_stats()["live_buffers"] == buffers           # no copy of dlinterop's
+    assert back.data_ptr % 8 == 3
+    assert np.array_equal(np.from_dlpack(back), np.arange(1000, dtype=np.float64))
+    np.from_dlpack(back)[0] = 7.0
+    assert received[3:11] == np.float64(7.0).tobytes()            # the same memory
+
+
+def test_a_read_only_frame_for_a_writable_tensor_is_copied():
+    t = dl.from_dlpack(np.arange(4.0))
+    back = _frames_round_trip(t, memoryview(bytes(t.__reduce_ex__(5)[1][0].raw())))
+    assert not back.readonly
+    np.from_dlpack(back)[0] = 5.0                                  # its own memory
+
+
+def test_a_crafted_header_is_a_clear_error():
+    from distributed.protocol import deserialize, serialize
+    header, frames = serialize(dl.from_dlpack(np.arange(4.0)))
+    for sub, error in (({"shape": [5]}, ValueError), ({"shape": [2 ** 62]}, ValueError),
+                       ({"shape": ["4"]}, TypeError), ({"shape": [2, 2.0]}, TypeError),
+                       ({"dtype": [2, 64, 1, 0]}, TypeError), ({"dtype": [99, 8, 1]}, ValueError),
+                       ({"readonly": 1}, TypeError)):
+        crafted = dict(header, **{"sub-header": dict(header["sub-header"], **sub)})
+        with pytest.raises(error):
+            deserialize(crafted, frames)
+
+
+def test_registered_whichever_is_imported_first():
+    # Dask's dask.sizeof entry point registers the serializers when distributed.protocol
+    # is imported (it always comes after dask.sizeof); import dlinterop alone waits for
+    # nothing and imports none of it.
+    check = ("import dlinterop as dl\n"
+             "from distributed.protocol.serialize import dask_serialize\n"
+             "assert dask_serialize.dispatch(dl.Tensor).__module__ == 'dlinterop._dask'\n")
+    for first in ("import dlinterop\n", "import distributed\n", "import dask.sizeof\n"):
+        proc = subprocess.run([sys.executable, "-c", first + check], capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0, (first, proc.stderr[-2000:])
 
 
 # The client lets go of a task's arguments and results when the scheduler confirms the
