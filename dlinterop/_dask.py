@@ -51,7 +51,7 @@ def normalize_tensor(t):
     gets a token of its own (never the same twice), as Dask gives objects it cannot hash."""
     import uuid
 
-    from dask.hashing import hash_buffer_hex
+    from dask.hashing import hash_buffer_hex  # type: ignore[import-not-found, unused-ignore]
 
     if t.device.type != "cpu":
         return ("dlinterop.Tensor", uuid.uuid4().hex)
