@@ -60,4 +60,6 @@ include "bridge.pxi"        # asarray over the array interfaces and the buffer p
 include "exchange.pxi"      # dlinterop's own exchange table, published
 include "creation.pxi"      # empty, zeros, full
 include "pickling.pxi"      # pickling by value
+include "views.pxi"         # views: indexing, transpose, reshape, dtype views
+include "conversions.pxi"   # __array__: NumPy arrays of every type NumPy holds
 include "tensor.pxi"        # the Tensor class itself

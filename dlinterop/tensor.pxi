@@ -253,6 +253,54 @@ cdef class Tensor:
     def __dlpack_device__(self):
         return _dlpack_device_tuple(self.dl.device)
 
+    # -- views (views.pxi): the same memory, another layout ------------------------------
+
+    def __getitem__(self, key):
+        """Basic indexing, a view: integers, slices (negative steps too), ``...`` and
+        ``None``. The view holds the memory's owner and is read-only when this Tensor is."""
+        return _getitem(self, key)
+
+    @property
+    def T(self):
+        """The axes reversed (a view)."""
+        return _permuted(self, None)
+
+    def transpose(self, *axes):
+        """A view with the axes in the order given (``t.transpose(1, 0)`` or
+        ``t.transpose((1, 0))``); none given: reversed."""
+        if len(axes) == 1 and axes[0] is not None and not hasattr(type(axes[0]), "__index__"):
+            axes = tuple(axes[0])
+        return _permuted(self, axes if axes else None)
+
+    def reshape(self, *shape):
+        """This Tensor's elements, in C order, in another shape (one extent may be -1): a
+        view where the strides allow it, else a copy, as NumPy's reshape."""
+        return _reshaped(self, shape, True)
+
+    def view(self, *args):
+        """``t.view(shape)`` (or ``t.view(3, 4)``): as reshape, but never copies (ValueError
+        when no strides can give the shape). ``t.view(dtype)``: the same bytes as another
+        data type (the last axis holds more or fewer elements when the item sizes differ)."""
+        if len(args) == 1 and not hasattr(type(args[0]), "__index__") and \
+                not isinstance(args[0], (tuple, list)):
+            return _as_dtype(self, dtype(args[0]))
+        return _reshaped(self, args, False)
+
+    def squeeze(self, axis=None):
+        """A view without the axes of size 1 (all, or those named)."""
+        return _squeezed(self, axis)
+
+    def unsqueeze(self, axis):
+        """A view with a new axis of size 1 at `axis`, as torch's unsqueeze."""
+        return _unsqueezed(self, axis)
+
+    def __array__(self, dtype=None, copy=None):
+        """NumPy's array protocol (NumPy 2's signature): an ndarray over this Tensor's memory
+        (read-only when it is), bfloat16 and the small floats as ml_dtypes' types; a
+        TypeError for a type NumPy cannot hold or a device tensor, never an object array.
+        copy=True copies; a dtype that differs converts (a copy, so copy=False refuses)."""
+        return _numpy_array_of(self, dtype, copy)
+
     # -- copies -------------------------------------------------------------------------
 
     def copy(self, *, device=None):
