@@ -10,9 +10,15 @@ never imports Dask; Dask imports this module when it starts).
   is imported, which always follows ``dask.sizeof``): a host Tensor travels as one frame of
   its bytes and a small header, as NumPy arrays do, whatever pickle protocol the connection
   allows (the scheduler's allow only protocol 4, which would put the bytes inside the
-  pickle). A receiver gets a Tensor over the frame it was handed.
+  pickle). A receiver gets a Tensor over the frame it was handed. A CUDA Tensor travels
+  through a host copy there, as CuPy's arrays do, and is a CUDA Tensor again on arrival.
+- distributed's ``cuda`` family (what UCX moves device to device): a CUDA Tensor is one
+  device frame of its bytes (a Tensor itself, read through ``__cuda_array_interface__``),
+  so that a torch or CuPy CUDA tensor wrapped with ``dl.from_dlpack`` crosses workers with
+  no host copy; the receiver's Tensor views the device frame it got.
 """
 _SERIALIZE = "distributed.protocol.serialize"
+_CUDA = "distributed.protocol.cuda"
 _TOKENIZE = "dask.tokenize"
 
 
@@ -27,6 +33,7 @@ def register_sizeof(sizeof):
 
     when_imported(_TOKENIZE, register_tokenize)
     when_imported(_SERIALIZE, register_serializers)
+    when_imported(_CUDA, register_cuda_serializers)
 
 
 def tensor_bytes(t):
@@ -70,10 +77,15 @@ def register_serializers(serialize):
 
 def serialize_tensor(t):
     """A host Tensor as (header, [its bytes, C order]): the buffer pickle protocol 5 would
-    send out of band (a non-contiguous Tensor is copied into one first). A device Tensor
-    raises TypeError, and distributed tries its next serializer, which says why."""
+    send out of band (a non-contiguous Tensor is copied into one first). A CUDA Tensor is
+    copied to the host first (header["device"] says where it goes back to)."""
+    device = None
+    if t.device.type != "cpu":
+        device = str(t.device)
+        t = t.to("cpu")
     _rebuild, (buffer, shape, dtype_triple, readonly) = t.__reduce_ex__(5)
-    header = {"shape": list(shape), "dtype": list(dtype_triple), "readonly": readonly}
+    header = {"shape": list(shape), "dtype": list(dtype_triple), "readonly": readonly,
+              "device": device}
     return header, [memoryview(buffer)]
 
 
@@ -90,5 +102,47 @@ def deserialize_tensor(header, frames):
     readonly = header["readonly"]
     if not readonly and memoryview(frame).readonly:
         frame = bytearray(frame)
-    return _core._tensor_over_frame(frame, tuple(header["shape"]), tuple(header["dtype"]),
-                                    readonly)
+    t = _core._tensor_over_frame(frame, tuple(header["shape"]), tuple(header["dtype"]),
+                                 readonly)
+    device = header.get("device")
+    return t if device is None else t.to(device)
+
+
+def register_cuda_serializers(cuda):
+    """Registers Tensor with distributed's ``cuda`` family (``cuda``: the module
+    distributed.protocol.cuda)."""
+    from dlinterop import Tensor
+
+    cuda.cuda_serialize.register(Tensor)(cuda_serialize_tensor)
+    cuda.cuda_deserialize.register(Tensor)(cuda_deserialize_tensor)
+
+
+def cuda_serialize_tensor(t):
+    """A CUDA Tensor as (header, [its bytes as a flat uint8 CUDA Tensor, C order]); a host
+    Tensor is NotImplementedError, so that distributed takes its next family."""
+    from dlinterop import _core
+
+    if t.device.type not in ("cuda", "cuda_managed"):
+        raise NotImplementedError("the cuda family carries CUDA Tensors only")
+    dtype = t.dtype
+    if (dtype.bits * dtype.lanes) % 8:
+        raise NotImplementedError(f"packed {dtype.name} elements go through the dask family")
+    flat = t.reshape(-1)                        # a copy, on the device, where not C order
+    header = {"shape": list(t.shape), "dtype": list(dtype.__dlpack_data_type__()),
+              "device": str(t.device)}
+    return header, [flat.view(_core.uint8)]
+
+
+def cuda_deserialize_tensor(header, frames):
+    """The CUDA Tensor over the device frame received (anything with
+    ``__cuda_array_interface__``: a Tensor, an RMM buffer, a Numba or CuPy array)."""
+    import dlinterop as dl
+
+    (frame,) = frames
+    flat = dl.asarray(frame)
+    if flat.ndim != 1 or flat.dtype != dl.uint8:
+        flat = flat.reshape(-1).view(dl.uint8)
+    dtype = dl.dtype(tuple(header["dtype"]))
+    shape = tuple(header["shape"])
+    return flat.view(dtype).view(shape) if flat.shape[0] else dl.empty(shape, dtype,
+                                                                        device=flat.device)

@@ -128,13 +128,24 @@ def test_a_crafted_header_is_a_clear_error():
             deserialize(crafted, frames)
 
 
+def test_a_host_tensor_is_not_the_cuda_familys():
+    # The cuda family (UCX's) carries CUDA Tensors only: a host Tensor goes on to the next.
+    from distributed.protocol import serialize
+    from distributed.protocol.cuda import cuda_serialize
+    assert cuda_serialize.dispatch(dl.Tensor).__module__ == "dlinterop._dask"
+    header, _frames = serialize(dl.from_dlpack(np.arange(3.0)), serializers=["cuda", "dask"])
+    assert header["serializer"] == "dask"
+
+
 def test_registered_whichever_is_imported_first():
     # Dask's dask.sizeof entry point registers the serializers when distributed.protocol
     # is imported (it always comes after dask.sizeof); import dlinterop alone waits for
     # nothing and imports none of it.
     check = ("import dlinterop as dl\n"
              "from distributed.protocol.serialize import dask_serialize\n"
-             "assert dask_serialize.dispatch(dl.Tensor).__module__ == 'dlinterop._dask'\n")
+             "from distributed.protocol.cuda import cuda_serialize\n"
+             "assert dask_serialize.dispatch(dl.Tensor).__module__ == 'dlinterop._dask'\n"
+             "assert cuda_serialize.dispatch(dl.Tensor).__module__ == 'dlinterop._dask'\n")
     for first in ("import dlinterop\n", "import distributed\n", "import dask.sizeof\n"):
         proc = subprocess.run([sys.executable, "-c", first + check], capture_output=True,
                               text=True, timeout=120)

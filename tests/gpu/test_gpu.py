@@ -285,3 +285,41 @@ def test_crafted_cuda_handle_is_an_error():
     with pytest.raises(dl.cuda.CUDAError):
         _core._tensor_from_cuda_ipc(b"\0" * 64, 0, 0, b"\0" * 64, (4,), (1,), (2, 32, 1),
                                     False, dl.zeros((1,), "int64", shared=True))
+
+
+# -- Dask: the cuda family (UCX's, device to device) and the dask family (TCP) -------------
+
+@pytest.fixture
+def dask_protocol():
+    return pytest.importorskip("distributed.protocol")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8", "complex128"])
+def test_dask_cuda_family_frames_stay_on_the_device(dask_protocol, dtype):
+    t = dl.full((4, 6), 2, dtype, device="cuda")[:, ::2]       # not C order: copied on the device
+    header, frames = dask_protocol.serialize(t, serializers=["cuda"])
+    assert header["serializer"] == "cuda"
+    (frame,) = frames
+    assert frame.device == t.device                             # a device frame, no host copy
+    back = dask_protocol.deserialize(header, frames, deserializers=["cuda"])
+    assert back.device == t.device and back.shape == (4, 3) and back.dtype == t.dtype
+    assert back.to("cpu").__reduce_ex__(5)[1][0].raw().tobytes() == \
+        t.to("cpu").__reduce_ex__(5)[1][0].raw().tobytes()
+
+
+def test_dask_cuda_family_takes_a_cupy_frame(dask_protocol, cupy):
+    t = dl.full((3, 5), 7, "int32", device="cuda")
+    header, (frame,) = dask_protocol.serialize(t, serializers=["cuda"])
+    as_cupy = cupy.asarray(frame)                               # what UCX may hand over
+    back = dask_protocol.deserialize(header, [as_cupy], deserializers=["cuda"])
+    assert back.shape == (3, 5) and cupy.asarray(back).sum().item() == 7 * 15
+
+
+def test_dask_family_sends_a_cuda_tensor_through_the_host_and_back(dask_protocol, torch):
+    x = torch.arange(12, device="cuda", dtype=torch.float32).reshape(3, 4)
+    t = dl.from_dlpack(x)
+    header, frames = dask_protocol.serialize(t, serializers=["dask"])
+    assert header["serializer"] == "dask"
+    back = dask_protocol.deserialize(header, frames, deserializers=["dask"])
+    assert back.device == t.device
+    assert torch.equal(torch.from_dlpack(back), x)
