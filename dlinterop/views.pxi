@@ -312,13 +312,14 @@ cdef Tensor _as_dtype(Tensor src, DType dt):
     if ndim == 0:
         raise ValueError(f"a 0-d {name} tensor cannot be viewed as {dt.name}: the item sizes "
                          "differ")
-    if shape[ndim - 1] != 1 and strides[ndim - 1] != 1:
+    cdef bint empty = element_count_of(ndim, shape) == 0   # contiguous, as NumPy sees it
+    if not empty and shape[ndim - 1] > 1 and strides[ndim - 1] != 1:
         raise ValueError(f"viewing {name} as {dt.name} needs the last axis contiguous")
     if (shape[ndim - 1] * old_bits) % new_bits:
         raise ValueError(f"the last axis ({shape[ndim - 1]} x {old_bits // 8} bytes) does not "
                          f"divide into {dt.name} elements of {new_bits // 8} bytes")
     for i in range(ndim - 1):
-        if shape[i] > 1 and (strides[i] * old_bits) % new_bits:
+        if not empty and shape[i] > 1 and (strides[i] * old_bits) % new_bits:
             raise ValueError(f"axis {i}'s stride does not divide into {dt.name} elements")
         strides[i] = strides[i] * old_bits // new_bits
     shape[ndim - 1] = shape[ndim - 1] * old_bits // new_bits

@@ -1,0 +1,118 @@
+"""Property tests for Tensor views: every view equals NumPy's view of the same data, shares
+its memory, and survives its base being dropped; over shapes, dtypes, basic-index keys,
+reshapes, transposes and dtype views. (Profiles as in tests/test_properties.py.)"""
+import gc
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import dlinterop as dl
+
+# 200 examples each; derandomized in CI (CI=true), as tests/test_properties.py's profiles.
+settings.register_profile("views", deadline=None, max_examples=200,
+                          derandomize=bool(os.environ.get("CI")), database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+
+DTYPES = ["int8", "uint16", "int32", "float32", "float64", "complex64", "bool"]
+
+
+@st.composite
+def sources(draw):
+    """A NumPy array with its own memory, as a Tensor would hold it, possibly read-only."""
+    dtype = draw(st.sampled_from(DTYPES))
+    shape = draw(hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=5))
+    a = np.arange(int(np.prod(shape)), dtype=np.int64).astype(dtype).reshape(shape)
+    a.flags.writeable = not draw(st.booleans())
+    return a
+
+
+def _check_view(view, expected, base_array):
+    got = np.from_dlpack(view)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    assert np.array_equal(got, expected)
+    if expected.size:
+        assert np.shares_memory(got, base_array)
+        assert got.ctypes.data == expected.ctypes.data
+    assert view.readonly == (not base_array.flags.writeable)
+
+
+@settings(parent=settings.get_profile("views"))
+@given(data=st.data(), a=sources())
+def test_basic_index_equals_numpys_view(data, a):
+    key = data.draw(hnp.basic_indices(a.shape, min_dims=0, allow_newaxis=True,
+                                      allow_ellipsis=True))
+    t = dl.from_dlpack(a)
+    expected = a[key]
+    if isinstance(expected, np.generic):
+        expected = a[(key if isinstance(key, tuple) else (key,)) + (Ellipsis,)]
+    view = t[key]
+    del t
+    gc.collect()                                  # the view holds the memory, not t
+    _check_view(view, expected, a)
+
+
+@settings(parent=settings.get_profile("views"))
+@given(data=st.data(), a=sources())
+def test_a_view_of_a_view_equals_numpys(data, a):
+    first = data.draw(hnp.basic_indices(a.shape, allow_ellipsis=True))
+    t = dl.from_dlpack(a)
+    a1 = a[first]
+    if isinstance(a1, np.generic):
+        return
+    second = data.draw(hnp.basic_indices(a1.shape, allow_newaxis=True))
+    expected = a1[second]
+    if isinstance(expected, np.generic):
+        expected = a1[(second if isinstance(second, tuple) else (second,)) + (Ellipsis,)]
+    view = t[first][second]
+    del t
+    gc.collect()
+    _check_view(view, expected, a)
+
+
+@settings(parent=settings.get_profile("views"))
+@given(data=st.data(), a=sources())
+def test_transpose_and_reshape_equal_numpys(data, a):
+    axes = data.draw(st.permutations(range(a.ndim)))
+    t = dl.from_dlpack(a).transpose(*axes)
+    at = a.transpose(axes)
+    _check_view(t, at, a)
+    # a reshape to a shape of the same size: a view exactly where NumPy's is one
+    size = at.size
+    factors = [d for d in range(1, size + 1) if size % d == 0] if size else [0]
+    first = data.draw(st.sampled_from(factors))
+    shape = (first, -1) if first else (0, data.draw(st.integers(0, 3)))
+    expected = at.reshape(shape)
+    got = t.reshape(shape)
+    assert np.array_equal(np.from_dlpack(got), expected)
+    if np.shares_memory(expected, a) or not expected.size:
+        view = t.view(shape)
+        assert np.array_equal(np.from_dlpack(view), expected)
+        if expected.size:
+            assert np.shares_memory(np.from_dlpack(view), a)
+    else:
+        with pytest.raises(ValueError):
+            t.view(shape)
+
+
+@settings(parent=settings.get_profile("views"))
+@given(data=st.data(), a=sources())
+def test_dtype_view_equals_numpys(data, a):
+    if a.dtype == np.bool_ or a.ndim == 0:
+        return
+    target = data.draw(st.sampled_from(["int8", "uint16", "int32", "float64"]))
+    key = data.draw(hnp.basic_indices(a.shape, min_dims=1))
+    sub = a[key]
+    if isinstance(sub, np.generic) or sub.ndim == 0:
+        return
+    t = dl.from_dlpack(a)[key]
+    try:
+        expected = sub.view(target)
+    except ValueError:
+        with pytest.raises(ValueError):
+            t.view(target)
+        return
+    _check_view(t.view(target), expected, a)
