@@ -52,6 +52,7 @@ from dlinterop._core import (
     DType,
     Tensor,
     __dlpack_version__,
+    arange,
     asarray,
     bfloat16,
     bool_,
@@ -82,7 +83,9 @@ from dlinterop._core import (
     int32,
     int64,
     memory_stats,
+    ones,
     share,
+    tensor,
     to_dlpack,
     uint8,
     uint16,
@@ -103,12 +106,13 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
-    "CopyError", "DType", "Device", "DeviceType", "Tensor", "asarray", "bfloat16", "bool_",
-    "build_info", "check_tensor", "complex32", "complex64", "complex128", "cuda", "dtype", "empty", "empty_like",
-    "float4_e2m1fn", "float4_e2m1fn_x2", "float6_e2m3fn", "float6_e3m2fn", "float8_e3m4",
-    "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
-    "float8_e5m2fnuz", "float8_e8m0fnu", "float16", "float32", "float64", "from_dlpack", "full",
-    "get_include", "int8", "int16", "int32", "int64", "memory_stats", "share", "to_dlpack", "to_framework", "uint8",
+    "CopyError", "DType", "Device", "DeviceType", "Tensor", "arange", "asarray", "bfloat16",
+    "bool_", "build_info", "check_tensor", "complex32", "complex64", "complex128", "cuda",
+    "dtype", "empty", "empty_like", "float4_e2m1fn", "float4_e2m1fn_x2", "float6_e2m3fn",
+    "float6_e3m2fn", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn",
+    "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float16",
+    "float32", "float64", "from_dlpack", "full", "get_include", "int8", "int16", "int32",
+    "int64", "memory_stats", "ones", "share", "tensor", "to_dlpack", "to_framework", "uint8",
     "uint16", "uint32", "uint64", "zeros", "zeros_like",
 ]
 

@@ -43,6 +43,8 @@ cdef class Tensor:
     # The Python object keeping the memory alive (capsule, buffer holder, source Tensor),
     # or None for an owned buffer.
     cdef object owner_ref
+    # weakref.ref(t) works (one pointer, cleared when the Tensor dies).
+    cdef object __weakref__
 
     cdef DLTensor* dltensor(self) noexcept nogil
 

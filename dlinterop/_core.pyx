@@ -56,9 +56,9 @@ include "torch_bits.pxi"    # PyTorch's requires_grad and lazy conj/neg views
 include "numpy_route.pxi"   # NumPy's C API, both ways
 include "producers.pxi"     # what is known per producer type, cached
 include "importer.pxi"      # from_dlpack, the exchange table consumer
+include "creation.pxi"      # empty, zeros, ones, full, arange, Python data
 include "bridge.pxi"        # asarray over the array interfaces and the buffer protocol
 include "exchange.pxi"      # dlinterop's own exchange table, published
-include "creation.pxi"      # empty, zeros, full
 include "pickling.pxi"      # pickling by value
 include "views.pxi"         # views: indexing, transpose, reshape, dtype views
 include "conversions.pxi"   # __array__: NumPy arrays of every type NumPy holds

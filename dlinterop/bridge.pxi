@@ -1,6 +1,8 @@
 # Provides: dl.asarray, the bridge for objects without DLPack: __cuda_array_interface__,
-# __array_interface__ and the buffer protocol, zero-copy wherever the source allows.
-# Uses: runtime.pxi, dtypes.pxi, devices.pxi, cuda.pxi, dltensors.pxi, copies.pxi, importer.pxi.
+# __array_interface__ and the buffer protocol, zero-copy wherever the source allows; then
+# Python data; dl.tensor (always a copy).
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, cuda.pxi, dltensors.pxi, copies.pxi,
+# importer.pxi, creation.pxi (Python data).
 
 @cython.final
 cdef class _BufferHolder:
@@ -169,7 +171,8 @@ cdef Tensor _tensor_over_interface(object obj, dict iface, DLDevice device):
 def asarray(obj, *, device=None, copy=None):
     """A Tensor from `obj`: DLPack first, then __cuda_array_interface__, then
     __array_interface__, then the buffer protocol (bytes, bytearray, array.array, mmap,
-    memoryview). Shares memory whenever the source allows it."""
+    memoryview), then Python data (nested lists or tuples of numbers, or a number: a new
+    Tensor, as dl.tensor makes it). Shares memory whenever the source allows it."""
     cdef Tensor t
     cdef DLDevice target
     _check_copy_arg(copy)
@@ -191,9 +194,16 @@ def asarray(obj, *, device=None, copy=None):
         t = _tensor_from_interface(obj, False)
     elif PyObject_CheckBuffer(obj):
         t = _tensor_from_buffer(obj)
+    elif cls is list or cls is tuple or cls is bool or cls is int or cls is float \
+            or cls is complex:
+        # Python data has no memory to share: a new Tensor, as dl.tensor makes it.
+        if copy is False:
+            raise ValueError("copy=False: a Tensor made from Python data is always a copy")
+        return _tensor_from_data(obj, None, device)
     else:
         raise TypeError(f"cannot make a tensor from {cls.__name__}: it has no __dlpack__, "
-                        "__cuda_array_interface__, __array_interface__ or buffer")
+                        "__cuda_array_interface__, __array_interface__ or buffer, and is "
+                        "not a list, tuple or Python number")
     if device is not None:
         target = _parse_device(device)
         if not same_device(target, t.dl.device):
@@ -202,4 +212,21 @@ def asarray(obj, *, device=None, copy=None):
             return _copy_tensor(t, target)
     if copy is True:
         return _copy_tensor(t, t.dl.device)
+    return t
+
+
+def tensor(data, dtype=None, *, device="cpu"):
+    """A new Tensor holding `data`, always a copy: Python data (a number gives a 0-d
+    Tensor; nested lists or tuples of equal lengths give its shape), or anything dl.asarray
+    takes. Without a dtype, Python data gets the widest kind it holds as dl.full infers it
+    (bool, int64, float32, complex64; float32 when empty) and other sources keep theirs;
+    a dtype that differs from another source's is a TypeError (dlinterop does not cast)."""
+    cls = type(data)
+    if cls is list or cls is tuple or cls is bool or cls is int or cls is float \
+            or cls is complex:
+        return _tensor_from_data(data, dtype, device)
+    cdef Tensor t = asarray(data, device=device, copy=True)
+    if dtype is not None and _dtype_of(dtype) is not dtype_from_dl(t.dl.dtype):
+        raise TypeError(f"dl.tensor does not cast: the data is {dtype_from_dl(t.dl.dtype).name}, "
+                        f"not {_dtype_of(dtype).name}")
     return t

@@ -1,5 +1,6 @@
-# Provides: dl.empty, dl.zeros and dl.full (in shared memory with shared=True), with the
-# encoding of a fill value for every data type (sub-byte ones packed); dl.share.
+# Provides: dl.empty, dl.zeros, dl.ones and dl.full (in shared memory with shared=True), with
+# the encoding of a value for every data type (sub-byte ones packed); dl.share; Tensors from
+# Python data (dl.arange, and the numbers dl.tensor and dl.asarray take).
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, cuda.pxi, allocator.pxi, copies.pxi,
 # shared.pxi, cuda_ipc.pxi, importer.pxi.
 
@@ -162,3 +163,99 @@ def share(x):
     cdef Tensor out = _allocate_shared(t.dl.ndim, t.dl.shape, t.dl.dtype, DEFAULT_ALIGNMENT)
     _copy_into(out, t)
     return out
+
+
+# -- from Python data ---------------------------------------------------------------------
+
+
+def ones(shape, dtype="float32", *, device="cpu", alignment=DEFAULT_ALIGNMENT, shared=False):
+    """A new Tensor filled with ones (in shared memory with shared=True)."""
+    return full(shape, True if _dtype_of(dtype) is bool_ else 1, dtype, device=device,
+                alignment=alignment, shared=shared)
+
+
+def arange(start, stop=None, step=1, *, dtype=None, device="cpu"):
+    """Evenly spaced values in [start, stop), as NumPy's arange (one argument: [0, start)).
+    Without a dtype: int64 when start, stop and step are ints, else float32 (dl.full's rule)."""
+    if stop is None:
+        start, stop = 0, start
+    for name, value in (("start", start), ("stop", stop), ("step", step)):
+        if isinstance(value, (bool, complex)) or not isinstance(value, (int, float)) and \
+                not hasattr(type(value), "__index__"):
+            raise TypeError(f"arange's {name} is a real number, not {type(value).__name__}")
+    if step == 0:
+        raise ValueError("arange's step cannot be 0")
+    count = max(0, math.ceil((stop - start) / step))
+    if dtype is None and all(hasattr(type(v), "__index__") for v in (start, stop, step)):
+        dtype = int64
+        start, step = operator.index(start), operator.index(step)
+    values = [start + i * step for i in range(count)]
+    return _tensor_from_data(values, float32 if dtype is None else dtype, device, (count,))
+
+
+cdef int _kind_of(object value) except -1:
+    """0 bool, 1 int, 2 float, 3 complex: the kinds dl.full infers bool, int64, float32,
+    complex64 from."""
+    if isinstance(value, bool):
+        return 0
+    if hasattr(type(value), "__index__"):
+        return 1
+    if isinstance(value, float) or hasattr(type(value), "__float__") and \
+            not isinstance(value, complex):
+        return 2
+    if isinstance(value, complex) or hasattr(type(value), "__complex__"):
+        return 3
+    raise TypeError(f"a tensor holds numbers, not {type(value).__name__}")
+
+
+cdef tuple _data_shape(object data, list flat, int depth):
+    """The shape of nested lists or tuples (equal lengths at each depth), their numbers
+    appended to `flat` in C order."""
+    if isinstance(data, (list, tuple)):
+        if depth == MAX_NDIM:
+            raise ValueError(f"a tensor has at most {MAX_NDIM} dimensions")
+        inner = None
+        for item in data:
+            shape = _data_shape(item, flat, depth + 1)
+            if inner is None:
+                inner = shape
+            elif shape != inner:
+                raise ValueError(f"the sequences at depth {depth + 1} have different shapes "
+                                 f"({inner} and {shape}): a tensor is rectangular")
+        return (len(data),) + (inner if inner is not None else ())
+    if isinstance(data, (str, bytes, bytearray)):
+        raise TypeError(f"a tensor holds numbers, not {type(data).__name__}")
+    _kind_of(data)
+    flat.append(data)
+    return ()
+
+
+cdef Tensor _tensor_from_data(object data, object dtype_like, object device, object shape=None):
+    """A new Tensor holding Python data (a number, or nested lists or tuples of numbers)."""
+    cdef list flat = []
+    if shape is None:
+        shape = _data_shape(data, flat, 0)
+    else:
+        flat = data
+        for value in flat:
+            _kind_of(value)
+    cdef DType dt
+    if dtype_like is None:
+        kind = max([_kind_of(v) for v in flat], default=2)
+        dt = (bool_, int64, float32, complex64)[kind]
+    else:
+        dt = dtype_like if type(dtype_like) is DType else _dtype_of(dtype_like)
+    if dt.dl.lanes != 1:
+        raise TypeError(f"{dt.name} is a vector type: build it with dl.full")
+    if dt.dl.bits % 8:
+        codes = [_encode_scalar(dt, v)[0] for v in flat]
+        payload = sum(code << (i * dt.dl.bits) for i, code in enumerate(codes)).to_bytes(
+            (len(codes) * dt.dl.bits + 7) // 8, "little")
+    else:
+        payload = b"".join([_encode_scalar(dt, v) for v in flat])
+    cdef Tensor t = _new_from_python(shape, dt, "cpu", DEFAULT_ALIGNMENT, False, False)
+    if len(payload):
+        memcpy(t.dl.data, <const char*>payload, len(payload))
+    if device is None or device == "cpu":
+        return t
+    return _copy_tensor(t, _parse_device(device))

@@ -235,9 +235,23 @@ cdef class Tensor:
             raise TypeError("len() of a 0-d tensor")
         return self.dl.shape[0]
 
+    def __sizeof__(self):
+        """The object, its shape and strides, and the buffer it owns (as NumPy counts an
+        array's own data); memory it only views is another object's."""
+        cdef size_t size = type(self).__basicsize__
+        if self.shape_strides != self.inline_storage:
+            size += 2 * self.dl.ndim * sizeof(int64_t)
+        if self.alloc_base != NULL:
+            size += self.alloc_nbytes
+        return size
+
     def __repr__(self):
+        """The values (host memory; summarised past 1,000 elements), shape, dtype, device,
+        and why the Tensor is read-only when it is."""
         reason = self.readonly_reason
-        return (f"Tensor(shape={self.shape}, dtype={self.dtype}, "
+        values = _values_text(self, 7)
+        return ("Tensor(" + ("" if values is None else values + ", ")
+                + f"shape={self.shape}, dtype={self.dtype}, "
                 f"device={device_from_dl(self.dl.device)}"
                 + (")" if reason is None else f", readonly={reason!r})"))
 
@@ -300,6 +314,47 @@ cdef class Tensor:
         TypeError for a type NumPy cannot hold or a device tensor, never an object array.
         copy=True copies; a dtype that differs converts (a copy, so copy=False refuses)."""
         return _numpy_array_of(self, dtype, copy)
+
+    # -- values (conversions.pxi): Python objects, read from host memory ----------------
+
+    def tolist(self):
+        """The values as nested lists of Python scalars (a scalar for a 0-d Tensor): bool,
+        int, float (bfloat16 and the small floats too) or complex; a tuple per element for
+        vector types. A device Tensor is read through a copy to the host."""
+        return _values_of(self)
+
+    def item(self):
+        """The value of a Tensor of one element, as a Python scalar."""
+        return _one_value(self, "a Python scalar")
+
+    def __float__(self):
+        return float(_one_value(self, "a float"))
+
+    def __int__(self):
+        return int(_one_value(self, "an int"))
+
+    def __complex__(self):
+        return complex(_one_value(self, "a complex"))
+
+    def __bool__(self):
+        # As NumPy's and torch's: a tensor of several elements has no single truth value.
+        return bool(_one_value(self, "a bool"))
+
+    def __index__(self):
+        """For integer Tensors of one element (so that ``range(t)`` or ``l[t]`` work)."""
+        if self.dl.dtype.code not in (kDLInt, kDLUInt):
+            raise TypeError(f"only integer tensors can be an index, not {self.dtype.name}")
+        return _one_value(self, "an index")
+
+    def __iter__(self):
+        """Views along the first axis."""
+        if self.dl.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (_getitem(self, i) for i in range(self.dl.shape[0]))
+
+    def contiguous(self):
+        """This Tensor when it is C-contiguous, else a C-contiguous copy (same device)."""
+        return _contiguous(self)
 
     # -- copies -------------------------------------------------------------------------
 

@@ -402,3 +402,13 @@ def test_read_only_by_flag_tensor_goes_to_jax_only_where_jax_reads_the_flag():
     assert np.array_equal(np.asarray(y), a)
 
 
+
+
+def test_jnp_asarray_of_a_tensor_fails_loudly_and_from_dlpack_works():
+    # JAX's asarray asks NumPy for t.dtype (a dlinterop DType, which NumPy cannot take as
+    # an array's dtype attribute): a clear error, never wrong data. README: use from_dlpack.
+    import jax.numpy as jnp
+    t = dl.from_dlpack(np.arange(6, dtype=np.float32).reshape(2, 3))
+    with pytest.raises((TypeError, ValueError)):
+        jnp.asarray(t)
+    assert jnp.from_dlpack(t).tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]

@@ -674,3 +674,24 @@ def test_tensor_to_takes_a_host_stream_of_none_or_minus_one_only():
     assert t.to("cpu", copy=True, stream=-1).data_ptr != t.data_ptr
     with pytest.raises(ValueError, match="stream must be None or -1"):
         t.to("cpu", copy=True, stream=5)
+
+
+# -- torch's own constructors given a dl.Tensor ------------------------------------------------
+
+def test_torch_as_tensor_and_from_dlpack_take_a_tensor_whole():
+    t = dl.from_dlpack(np.arange(6, dtype=np.float32).reshape(2, 3))
+    for make in (torch.as_tensor, torch.from_dlpack):
+        x = make(t)
+        assert x.shape == (2, 3) and x.data_ptr() == t.data_ptr
+        assert x.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    b = dl.full((2,), 1.5, "bfloat16")
+    assert torch.as_tensor(b).dtype == torch.bfloat16
+
+
+@pytest.mark.xfail(strict=True, reason="torch.asarray reads the buffer protocol before "
+                   "__dlpack__ and flattens a multi-dimensional Tensor (pytorch/pytorch#197532; "
+                   "the README's workaround: torch.as_tensor or torch.from_dlpack). Strict: a "
+                   "torch that fixes it makes this test fail, so that the README is updated.")
+def test_torch_asarray_keeps_the_shape():
+    t = dl.from_dlpack(np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert torch.asarray(t).shape == (2, 3)

@@ -605,13 +605,15 @@ def test_deepcopy_makes_an_independent_tensor():
 # -- repr and construction --------------------------------------------------------------
 
 @pytest.mark.parametrize("shape, name, text", [
-    ((2, 3), "float32", "Tensor(shape=(2, 3), dtype=float32, device=cpu:0)"),
-    ((), "int64", "Tensor(shape=(), dtype=int64, device=cpu:0)"),
-    ((4,), "bfloat16", "Tensor(shape=(4,), dtype=bfloat16, device=cpu:0)"),
-    ((0, 2), "bool", "Tensor(shape=(0, 2), dtype=bool, device=cpu:0)"),
+    ((2, 3), "float32",
+     "Tensor([[0.0, 0.0, 0.0],\n        [0.0, 0.0, 0.0]], shape=(2, 3), dtype=float32, "
+     "device=cpu:0)"),
+    ((), "int64", "Tensor(0, shape=(), dtype=int64, device=cpu:0)"),
+    ((4,), "bfloat16", "Tensor([0.0, 0.0, 0.0, 0.0], shape=(4,), dtype=bfloat16, device=cpu:0)"),
+    ((0, 2), "bool", "Tensor([], shape=(0, 2), dtype=bool, device=cpu:0)"),
 ])
 def test_repr(shape, name, text):
-    assert repr(dl.empty(shape, name)) == text
+    assert repr(dl.zeros(shape, name)) == text
 
 
 @pytest.mark.parametrize("args, kwargs", [((), {}), ((2, 3), {}), ((), {"shape": (2,)})])

@@ -306,9 +306,10 @@ def _exercise(t, spec, readable):
     assert t.ndim == ndim
     assert t.shape == spec["shape"][:ndim]
     assert t.dtype.__dlpack_data_type__() == tuple(spec["dtype"])
-    repr(t), t.strides, t.size, t.nbytes, t.is_contiguous(), t.readonly, t.__dlpack_device__()
+    t.strides, t.size, t.nbytes, t.is_contiguous(), t.readonly, t.__dlpack_device__()
     if not readable:
         return
+    repr(t)   # reads values (host memory), as NumPy's and torch's repr do
     try:
         copied = t.copy()
     except BufferError:
