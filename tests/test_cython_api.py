@@ -251,6 +251,17 @@ def test_dltensor_fields_match_python_attributes(consumer):
     assert device == (1, 0)
 
 
+def test_a_view_is_a_tensor_to_the_cython_api(consumer):
+    base = dl.from_dlpack(np.arange(24, dtype=np.float32).reshape(4, 6))
+    view = base[1:3, ::-2].T
+    ndim, shape, strides, address, dtype, device = consumer.fields(view)
+    assert (ndim, shape, strides, address) == (2, (3, 2), (-2, 6), view.data_ptr)
+    assert address == base.data_ptr + (6 + 5) * 4
+    row = base[2]
+    consumer.fill_with_memoryview(row.view(1, 6), 10.0)       # a typed memoryview writes it
+    assert np.from_dlpack(base)[2].tolist() == [10, 11, 12, 13, 14, 15]
+
+
 def test_dltensor_of_a_0d_tensor(consumer):
     t = dl.full((), 7, dtype="int64")
     assert consumer.fields(t)[:4] == (0, (), (), t.data_ptr)
