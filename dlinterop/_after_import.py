@@ -7,11 +7,11 @@ already, else right after the module has run for the first time: a meta-path fin
 finds nothing itself hands the real spec on with a loader that runs `register` after the
 real loader. The finder leaves `sys.meta_path` once nothing is waited for.
 """
+import _thread
 import sys
-import threading
 
 _waiting: dict = {}            # module name -> [register, ...]
-_lock = threading.Lock()
+_lock = _thread.allocate_lock()   # (threading would cost import time)
 
 
 def when_imported(name, register):

@@ -38,7 +38,6 @@ import operator
 import os
 import struct
 import sys
-import weakref
 
 include "runtime.pxi"       # C declarations, atomics, constants, layout helpers
 include "once.pxi"          # one-time set-ups: no lock held across Python, fork-safe

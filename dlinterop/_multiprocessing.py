@@ -11,7 +11,7 @@ The reducer is registered with ForkingPickler as soon as multiprocessing.reducti
 imported, without importing it here: import dlinterop must not import multiprocessing (it
 costs milliseconds), so until it is imported an import hook waits for it (_after_import).
 """
-import threading
+import _thread
 
 _REDUCTION = "multiprocessing.reduction"
 
@@ -44,7 +44,7 @@ def _rebuild_tensor(dup_fd, length, offset, shape, strides, dtype_triple, readon
 # the Tensor (and the event the receiver's stream waited on) until the count, a shared
 # int64 each receiver decrements when its Tensor dies, is back to 0. Checked at each send.
 _cuda_sent: list = []
-_cuda_sent_lock = threading.Lock()
+_cuda_sent_lock = _thread.allocate_lock()   # (threading would cost import time)
 
 
 def _reduce_cuda(tensor):

@@ -113,8 +113,17 @@ cdef class _CudaIpcReceipt:
                 pass
 
 
-# handle -> its _CudaIpcMapping while a Tensor holds it (a handle is opened once per process)
-cdef object _cuda_ipc_mappings = weakref.WeakValueDictionary()
+# handle -> its _CudaIpcMapping while a Tensor holds it (a handle is opened once per
+# process); made on first use, so that import dlinterop does not import weakref (~0.9 ms).
+cdef object _cuda_ipc_mappings = None
+
+
+cdef object _ipc_mappings():
+    global _cuda_ipc_mappings
+    if _cuda_ipc_mappings is None:
+        import weakref
+        _cuda_ipc_mappings = weakref.WeakValueDictionary()
+    return _cuda_ipc_mappings
 
 
 def _cuda_ipc_handle(Tensor t not None):
@@ -151,12 +160,13 @@ def _tensor_from_cuda_ipc(bytes handle, offset, int device, bytes event_handle, 
     if dims_from_python(strides, steps, True) != ndim:
         raise ValueError(f"{len(strides)} strides for a shape of {ndim} dimensions")
     module = _require_cuda(_cuda_device(device))
-    mapping = _cuda_ipc_mappings.get(handle)
+    mappings = _ipc_mappings()
+    mapping = mappings.get(handle)
     if mapping is None:
         base, size = module.ipc_open(handle, device)
         mapping = _CudaIpcMapping.__new__(_CudaIpcMapping)
         mapping.base, mapping.size, mapping.device = base, size, device
-        _cuda_ipc_mappings[handle] = mapping
+        mappings[handle] = mapping
     dl.data = <void*>(mapping.base + <size_t>offset)
     dl.device = _cuda_device(device)
     dl.ndim = ndim
