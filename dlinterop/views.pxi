@@ -11,10 +11,8 @@ cdef Tensor _view_with(Tensor src, int ndim, int64_t* shape, int64_t* strides,
     cdef int i
     cdef int64_t bits = <int64_t>dtype.bits * dtype.lanes
     if bits % 8 and element_count_of(ndim, shape) > 0:
-        # Sub-byte elements are packed: a view must start on a byte and keep each row's
-        # elements packed (its last axis contiguous), or no consumer could address it.
-        if byte_offset < 0:
-            raise ValueError("a view of sub-byte elements must start on a byte boundary")
+        # Sub-byte elements are packed: a view must keep each row's elements packed (its
+        # last axis contiguous) and on a byte boundary, or no consumer could address it.
         for i in range(ndim - 1):
             if shape[i] > 1 and (strides[i] * bits) % 8:
                 raise ValueError(f"a view of {dtype_from_dl(dtype).name} elements must keep "
@@ -23,6 +21,11 @@ cdef Tensor _view_with(Tensor src, int ndim, int64_t* shape, int64_t* strides,
             raise ValueError(f"a view of {dtype_from_dl(dtype).name} elements must keep the "
                              "last axis contiguous (they are packed)")
     dl.data = src.dl.data
+    if byte_offset < 0:
+        # Element 0 lies below src's data pointer (src has negative strides): point at it
+        # instead of handing out a negative byte_offset, which DLPack's is not.
+        dl.data = <char*>src.dl.data + byte_offset
+        byte_offset = 0
     dl.device = src.dl.device
     dl.ndim = ndim
     dl.dtype = dtype
@@ -44,11 +47,12 @@ cdef inline int64_t element_count_of(int ndim, const int64_t* shape) noexcept:
 
 
 cdef object _offset_bytes(Tensor src, object elements, DLDataType dtype):
-    """The byte offset of element `elements` (a Python int, never negative for a view
-    with elements) from src's data pointer; sub-byte offsets must fall on a byte (-1)."""
+    """The byte offset from src's data pointer of the element `elements` elements from
+    src's element 0 (negative where src has negative strides), or None where it does not
+    fall on a byte (packed sub-byte elements)."""
     bits = elements * dtype.bits * dtype.lanes
     if bits % 8:
-        return -1
+        return None
     return src.dl.byte_offset + bits // 8
 
 
@@ -130,8 +134,11 @@ cdef Tensor _getitem(Tensor src, object key):
         strides[ndim] = src.dl.strides[axis]
         ndim += 1
         axis += 1
+    for i in range(ndim):
+        if shape[i] == 0:
+            empty = True       # no element: where it starts does not matter
     byte_offset = src.dl.byte_offset if empty else _offset_bytes(src, offset, src.dl.dtype)
-    if byte_offset == -1:
+    if byte_offset is None:
         raise ValueError(f"a view of {dtype_from_dl(src.dl.dtype).name} elements must start on "
                          "a byte boundary")
     return _view_with(src, ndim, shape, strides, byte_offset, src.dl.dtype)

@@ -273,3 +273,20 @@ def test_dask_array_from_a_tensor_equals_numpys(name):
     assert np.array_equal(x.compute(), a)
     if name not in ("bool", "bfloat16"):
         assert x.sum().compute() == a.sum()
+
+
+def test_views_of_a_source_with_negative_strides():
+    # Regression: element 0 of such a view lies below the source's data pointer; the view
+    # points at it (DLPack's byte_offset is unsigned).
+    a = np.arange(24.0).reshape(4, 6)[::-1, ::-2]
+    t = dl.from_dlpack(a)
+    for key in [slice(1, None), (slice(1, 3), 0), (Ellipsis, slice(None, None, -1)),
+                (slice(None), 1), (3, slice(2, None))]:
+        _same_memory(t[key], a[key])
+
+
+def test_an_empty_view_of_a_reversed_empty_view():
+    # Regression (found by the property tests): the offset of an empty view is irrelevant
+    # and must not be checked as if it addressed an element.
+    t = dl.from_dlpack(np.zeros((2, 0), np.int8))
+    assert t[1::-1, :][None, 1].shape == (1, 0)
