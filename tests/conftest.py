@@ -8,6 +8,7 @@ caught in a reference cycle), never on the fast path. Opt out with
 ``@pytest.mark.no_leak_check`` (a test that parks memory on purpose).
 """
 import gc
+import time
 
 import pytest
 
@@ -76,6 +77,20 @@ def dl_memory_baseline(request):
         f"dlinterop memory not back to its baseline after the test: before {before}, "
         f"after {after} (a Tensor or capsule outlived the test)")
     _last_check_clean = True
+
+
+@pytest.fixture
+def settled():
+    """For tests marked no_leak_check whose engine (Dask, Ray) lets go of Tensors
+    asynchronously: waits up to 60 s for the counters to come back to where they were."""
+    gc.collect()
+    before = _live_counters()
+    yield
+    deadline = time.monotonic() + 60
+    while _live_counters() != before and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.05)
+    assert _live_counters() == before, "a Tensor sent to the engine outlived its references"
 
 
 @pytest.fixture
