@@ -144,3 +144,44 @@ def test_runner_skips_and_names_rows_whose_peer_is_missing(tmp_path):
     assert "from_dlpack(jax array) (needs jax)" in document["skipped"]
     for row in document["rows"]:
         assert "dlinterop" not in row["errors"], (row["name"], row["errors"])
+
+
+def test_calibration_does_not_count_a_first_call_set_up():
+    # A statement whose first call pays a one-time set-up (here 50 ms) and is cheap after:
+    # calibrated on that first call, every repeat would be one call plus timer overhead.
+    import timeit
+
+    sys.path.insert(0, REPO)
+    try:
+        from benchmarks import compare
+    finally:
+        sys.path.pop(0)
+    state = {"ready": False}
+
+    def statement():
+        if not state["ready"]:
+            import time
+
+            time.sleep(0.05)
+            state["ready"] = True
+
+    number = compare.calibrate(timeit.Timer(statement), 0.001)
+    assert number > 10
+
+
+def test_runner_draws_its_plot(tmp_path):
+    pytest.importorskip("matplotlib", reason="--plot draws with matplotlib (the docs extra)")
+    path = tmp_path / "benchmarks.svg"
+    out = run(["-m", "benchmarks", "--smoke", "-k", "from_dlpack", "--plot", str(path)])
+    assert out.returncode == 0, out.stdout + out.stderr
+    svg = path.read_text()
+    assert svg.startswith("<?xml") and "<svg" in svg
+    for label in ("from_dlpack(NumPy array)", "dlinterop", "numpy"):
+        assert label in svg
+
+
+def test_runner_plot_of_nothing_plottable_is_an_error(tmp_path):
+    pytest.importorskip("matplotlib", reason="--plot draws with matplotlib (the docs extra)")
+    out = run(["-m", "benchmarks", "--smoke", "-k", "zeros((1024", "--plot",
+               str(tmp_path / "p.svg")])
+    assert out.returncode != 0 and "none of the plotted rows" in out.stderr
