@@ -1,13 +1,65 @@
-"""python -m dlinterop: build facts, then a round trip with each installed framework.
-python -m dlinterop check NAME...: the DLPack conformance checker (dlinterop.testing)."""
+"""The command line: python -m dlinterop [info | check NAME... | bench] [--help] [--version].
+
+Without a command it prints the report (`info`): the build facts, then a zero-copy round
+trip with each installed framework."""
+import argparse
 import sys
+
+_EPILOG = "python -m dlinterop COMMAND --help describes each command."
+
+
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The top-level parser and each command's, by name (for usage errors)."""
+    from dlinterop import __version__
+    from dlinterop.testing import _cli as check_cli
+
+    parser = argparse.ArgumentParser(
+        prog="python -m dlinterop",
+        description="dlinterop: zero-copy tensor interchange through DLPack 1.3.",
+        epilog=_EPILOG)
+    parser.add_argument("--version", action="version", version=f"dlinterop {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                     title="commands (default: info)")
+    commands.add_parser(
+        "info", help="the build facts and a round trip with each installed framework",
+        description="Print what was built (dl.build_info()), then exchange a tensor with "
+                    "each installed framework both ways, proving zero-copy by pointer "
+                    "equality and timing each exchange. Exit 1 if an exchange copied.")
+    check = commands.add_parser("check", help="the DLPack conformance checker",
+                                description=check_cli.DESCRIPTION)
+    check_cli.add_arguments(check)
+    bench = commands.add_parser(
+        "bench", help="a quick benchmark beside NumPy and PyTorch",
+        description="Time the everyday exchanges with dlinterop and each installed peer in "
+                    "this process (a few seconds): ns per call and the ratio to the fastest "
+                    "peer. The full suite is python -m benchmarks in the source tree.")
+    bench.add_argument("--peers", default="numpy,torch",
+                       help="comma-separated peers to time beside dlinterop "
+                            "(default: %(default)s; those not installed are left out)")
+    bench.add_argument("--repeats", type=int, default=9,
+                       help="interleaved repeats per cell; the median is shown (default: 9)")
+    bench.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    return parser, {"check": check, "bench": bench}
 
 
 def _main(argv: list[str]) -> int:
-    if argv[:1] == ["check"]:
-        from dlinterop.testing import main as check
+    parser, command_parsers = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "check":
+        from dlinterop.testing import _cli as check_cli
 
-        return check(argv[1:])
+        return check_cli.run(args, command_parsers["check"])
+    if args.command == "bench":
+        from dlinterop import _bench
+
+        peers = tuple(p.strip() for p in args.peers.split(",") if p.strip())
+        unknown = sorted(set(peers) - set(_bench.PEERS))
+        if unknown:
+            command_parsers["bench"].error(
+                f"unknown peer(s) {', '.join(unknown)}; choose from {', '.join(_bench.PEERS)}")
+        if args.repeats < 1:
+            command_parsers["bench"].error("--repeats must be at least 1")
+        return _bench.main(peers, args.repeats, args.json)
     from dlinterop._report import main
 
     return main()

@@ -56,13 +56,9 @@ def _table(reports, markdown):
     return "\n".join(lines)
 
 
-def main(argv=None):
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="python -m dlinterop check",
-        description="Check frameworks against DLPack 1.3 as producers and consumers.")
-    parser.add_argument("frameworks", nargs="+", metavar="NAME",
+def add_arguments(parser):
+    """The checker's arguments, on `parser` (python -m dlinterop check's)."""
+    parser.add_argument("frameworks", nargs="*", metavar="NAME",
                         help=f"{', '.join(FRAMEWORKS)}, or module:callable")
     parser.add_argument("--role", choices=ROLES, help="check one role only")
     parser.add_argument("--rule", action="append", dest="rules", help="only this rule (repeat)")
@@ -72,11 +68,16 @@ def main(argv=None):
     parser.add_argument("--strict", metavar="NAME", action="append", default=[],
                         help="exit 1 if NAME fails a rule (repeat; default: any failure "
                              "of any framework only prints)")
-    args = parser.parse_args(argv)
+
+
+def run(args, parser):
+    """Run the checker on parsed `args`; usage errors go through `parser`."""
     if args.list:
         for rule in RULES:
             print(f"{rule.id:<36} {rule.description}")
         return 0
+    if not args.frameworks:
+        parser.error("name at least one framework to check (or pass --list)")
     reports = []
     for spec in args.frameworks:
         try:
@@ -90,3 +91,14 @@ def main(argv=None):
                                    for res in r.results]}, f, indent=1)
     failing = [r.framework for r in reports if r.framework in args.strict and not r]
     return 1 if failing else 0
+
+
+DESCRIPTION = "Check frameworks against DLPack 1.3 as producers and consumers."
+
+
+def main(argv=None):
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m dlinterop check", description=DESCRIPTION)
+    add_arguments(parser)
+    return run(parser.parse_args(argv), parser)

@@ -1,0 +1,129 @@
+"""python -m dlinterop bench: a quick side-by-side benchmark of the everyday exchanges.
+
+dlinterop and each installed peer (NumPy, PyTorch) do the same work in this process; each
+cell is the median of interleaved repeats, in ns per call, and the ratio is dlinterop's time
+over the fastest peer's. It takes a few seconds. The full suite (every layout, size and
+dtype, JAX and tvm-ffi, imports, memory, processes, asv across commits) lives in the source
+tree's benchmarks/ folder: python -m benchmarks.
+"""
+import json
+import platform
+import statistics
+import sys
+import timeit
+
+PEERS = ("numpy", "torch")
+COLUMNS = ("dlinterop",) + PEERS
+
+# (row, {column: statement}); a statement runs in a namespace holding dl, np, torch and a
+# 16-element float32 tensor of each library: t (dlinterop), a (NumPy), x (PyTorch).
+ROWS = (
+    ("__dlpack__()", {"dlinterop": "t.__dlpack__()", "numpy": "a.__dlpack__()",
+                      "torch": "x.__dlpack__()"}),
+    ("import a NumPy array", {"dlinterop": "dl.from_dlpack(a)", "numpy": "np.from_dlpack(a)",
+                              "torch": "torch.from_dlpack(a)"}),
+    ("import a torch tensor", {"dlinterop": "dl.from_dlpack(x)", "numpy": "np.from_dlpack(x)",
+                               "torch": "torch.from_dlpack(x)"}),
+    ("np.from_dlpack of X's tensor", {"dlinterop": "np.from_dlpack(t)",
+                                      "numpy": "np.from_dlpack(a)",
+                                      "torch": "np.from_dlpack(x)"}),
+    ("torch.from_dlpack of X's tensor", {"dlinterop": "torch.from_dlpack(t)",
+                                         "numpy": "torch.from_dlpack(a)",
+                                         "torch": "torch.from_dlpack(x)"}),
+    ("empty((16,), float32)", {"dlinterop": "dl.empty((16,), dl.float32)",
+                               "numpy": "np.empty((16,), np.float32)",
+                               "torch": "torch.empty((16,), dtype=torch.float32)"}),
+    ("copy of 16 float32", {"dlinterop": "t.copy()", "numpy": "a.copy()",
+                            "torch": "x.clone()"}),
+)
+
+
+def _namespace(peers):
+    import dlinterop as dl
+
+    ns = {"dl": dl, "t": dl.zeros((16,), dl.float32)}
+    versions = {"dlinterop": dl.__version__}
+    if "numpy" in peers or "torch" in peers:   # np.from_dlpack rows need NumPy for torch too
+        try:
+            import numpy as np
+        except ImportError:
+            pass
+        else:
+            ns.update(np=np, a=np.zeros(16, np.float32))
+            versions["numpy"] = np.__version__
+    if "torch" in peers:
+        try:
+            import torch
+        except ImportError:
+            pass
+        else:
+            ns.update(torch=torch, x=torch.zeros(16, dtype=torch.float32))
+            versions["torch"] = torch.__version__
+    return ns, versions
+
+
+def _loops(timer, seconds):
+    """Calls per sample so that one sample takes about `seconds`; the first calls are made
+    apart, untimed, so that a one-time set-up does not count."""
+    timer.timeit(3)
+    number = 1
+    while True:
+        elapsed = timer.timeit(number)
+        if elapsed >= seconds / 5 or number >= 1 << 24:
+            break
+        number *= 10 if elapsed < seconds / 50 else 2
+    return max(1, round(number * seconds / elapsed)) if elapsed > 0 else number
+
+
+def run(peers=PEERS, repeats=9, seconds=0.002):
+    """{"versions": ..., "rows": [{"name", "ns": {column: median}, "ratio"}]}."""
+    ns, versions = _namespace(peers)
+    columns = [c for c in COLUMNS if c in versions and (c == "dlinterop" or c in peers)]
+    rows = []
+    for name, statements in ROWS:
+        timers = {}
+        for column in columns:
+            try:
+                timer = timeit.Timer(statements[column], globals=ns)
+                timers[column] = (timer, _loops(timer, seconds))
+            except NameError:          # a library the statement needs is not installed
+                continue
+        if "dlinterop" not in timers:
+            continue
+        samples = {column: [] for column in timers}
+        order = list(timers)
+        for k in range(repeats):       # interleaved, each repeat starting elsewhere
+            for column in order[k % len(order):] + order[:k % len(order)]:
+                timer, number = timers[column]
+                samples[column].append(timer.timeit(number) / number * 1e9)
+        medians = {column: statistics.median(values) for column, values in samples.items()}
+        peer_times = [v for c, v in medians.items() if c != "dlinterop"]
+        ratio = medians["dlinterop"] / min(peer_times) if peer_times else None
+        rows.append({"name": name, "ns": medians, "ratio": ratio})
+    return {"versions": versions, "python": platform.python_version(), "rows": rows,
+            "repeats": repeats}
+
+
+def main(peers=PEERS, repeats=9, json_path=None, out=sys.stdout):
+    result = run(peers, repeats)
+    versions = result["versions"]
+    columns = [c for c in COLUMNS if c in versions]
+    print(f"dlinterop {versions['dlinterop']} beside "
+          f"{', '.join(f'{c} {versions[c]}' for c in columns[1:]) or 'no peer'}; "
+          f"Python {result['python']}", file=out)
+    print(f"ns per call, median of {repeats} interleaved repeats; ratio = dlinterop / "
+          "fastest peer (below 1: dlinterop is faster)", file=out)
+    header = f"{'':34}" + "".join(f"{c:>11}" for c in columns) + f"{'ratio':>8}"
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    for row in result["rows"]:
+        cells = "".join(f"{row['ns'][c]:>11,.0f}" if c in row["ns"] else f"{'-':>11}"
+                        for c in columns)
+        ratio = "" if row["ratio"] is None else f"{row['ratio']:.2f}"
+        print(f"{row['name']:34}{cells}{ratio:>8}", file=out)
+    print("Timings on a shared machine move from run to run: compare ratios within one run.",
+          file=out)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(result, f, indent=1)
+    return 0
