@@ -53,8 +53,26 @@ cdef int check(int err) except -1:
         return 0
     name = dli_cuda_error_name(err).decode(errors="replace")
     message = dli_cuda_error_string(err).decode(errors="replace")
+    cdef int count = 0
+    if err in _NO_GPU_ERRORS and (dli_cuda_device_count(&count) != 0 or count == 0):
+        # The runtime's own words ("CUDA driver version is insufficient for CUDA runtime
+        # version") hide the usual cause: there is no GPU, or no NVIDIA driver, at all.
+        raise CUDAError(err, "no CUDA GPU is available: dl.cuda.is_available() is False "
+                             "(this machine has no NVIDIA GPU, or no driver for it recent "
+                             f"enough for CUDA {_runtime_version_text()}) [{name}]")
     cls = CUDAOutOfMemoryError if dli_cuda_is_out_of_memory(err) else CUDAError
     raise cls(err, f"{name}: {message}")
+
+
+# cudaErrorStubLibrary, cudaErrorInsufficientDriver, cudaErrorNoDevice: the errors the
+# runtime gives where no GPU can be reached at all.
+cdef frozenset _NO_GPU_ERRORS = frozenset({34, 35, 100})
+
+
+cdef str _runtime_version_text():
+    cdef int version = 0
+    dli_cuda_runtime_version(&version)
+    return f"{version // 1000}.{version % 1000 // 10}"
 
 
 # ---- statistics per (memory kind, device) -------------------------------------------------

@@ -32,27 +32,33 @@ cdef Tensor _new_from_python(object shape, object dtype_like, object device, obj
     return _allocate(ndim, dims, dt.dl, dev, <size_t>align, zero)
 
 
-def empty(shape, dtype="float32", *, device="cpu", alignment=DEFAULT_ALIGNMENT, shared=False):
-    """A new uninitialised Tensor. Its buffer is aligned to `alignment` bytes (256 by
-    default, so that consumers with alignment rules, such as XLA, take it without copying).
-    With shared=True it lies in shared memory: sent to another process through
+def empty(shape, dtype="float32", *, device="cpu", alignment=256, shared=False):
+    """A new uninitialised Tensor of `shape` (an int or a tuple of ints).
+
+    dtype: a dl.DType, a name ("float64", "int32", "f4", ...) or anything dl.dtype takes;
+    float32 by default, as PyTorch's (NumPy's default is float64). device: "cpu" (the
+    default), "cuda", "cuda:1", "cuda_host" (pinned), "cuda_managed", a dl.Device or a
+    (device_type, index) pair. The buffer is aligned to `alignment` bytes (256 by default,
+    so that consumers with alignment rules, such as XLA, take it without copying; a power of
+    two). With shared=True it lies in shared memory: sent to another process through
     multiprocessing it arrives as a Tensor over the same memory (see dl.share)."""
     return _new_from_python(shape, dtype, device, alignment, False, shared)
 
 
-def zeros(shape, dtype="float32", *, device="cpu", alignment=DEFAULT_ALIGNMENT, shared=False):
-    """A new Tensor filled with zeros (in shared memory with shared=True)."""
+def zeros(shape, dtype="float32", *, device="cpu", alignment=256, shared=False):
+    """A new Tensor of `shape` filled with zeros; float32 by default (NumPy's default is
+    float64). The parameters are dl.empty's."""
     return _new_from_python(shape, dtype, device, alignment, True, shared)
 
 
 cdef object _dtype_of = dtype   # dtype() under a name that full()'s dtype parameter cannot shadow
 
 
-def full(shape, value, dtype=None, *, device="cpu", alignment=DEFAULT_ALIGNMENT,
+def full(shape, value, dtype=None, *, device="cpu", alignment=256,
          shared=False):
-    """A new Tensor filled with `value` (in shared memory with shared=True). Without a dtype
-    it is inferred from the value as PyTorch does: bool -> bool, int -> int64, float ->
-    float32, complex -> complex64."""
+    """A new Tensor of `shape` filled with `value`. Without a dtype it is inferred from the
+    value as PyTorch does: bool -> bool, int -> int64, float -> float32, complex ->
+    complex64 (NumPy infers float64 and complex128). The other parameters are dl.empty's."""
     if dtype is None:
         if isinstance(value, bool):
             dtype = bool_
@@ -168,8 +174,9 @@ def share(x):
 # -- from Python data ---------------------------------------------------------------------
 
 
-def ones(shape, dtype="float32", *, device="cpu", alignment=DEFAULT_ALIGNMENT, shared=False):
-    """A new Tensor filled with ones (in shared memory with shared=True)."""
+def ones(shape, dtype="float32", *, device="cpu", alignment=256, shared=False):
+    """A new Tensor of `shape` filled with ones; float32 by default (NumPy's default is
+    float64). The parameters are dl.empty's."""
     return full(shape, True if _dtype_of(dtype) is bool_ else 1, dtype, device=device,
                 alignment=alignment, shared=shared)
 

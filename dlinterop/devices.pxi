@@ -109,7 +109,10 @@ cdef int32_t _as_int(object value, str what) except? -1:
 
 @cython.final
 cdef class Device:
-    """A DLPack device: Device('cuda:1'), Device('cpu'), Device(DeviceType.CUDA, 1)."""
+    """Device(type, index=None)
+--
+
+    A DLPack device: Device('cuda:1'), Device('cpu'), Device(DeviceType.CUDA, 1)."""
 
     def __init__(self, type, index=None):
         if index is None:

@@ -147,6 +147,70 @@ _registering = False
 
 cdef DType _float32 = float32
 
+# Other spellings NumPy and PyTorch users write, where they mean one type in both: NumPy's
+# sized type strings ("f4", "<i8", "?") are parsed by _dtype_from_type_string, and these C
+# type names mean the same type in NumPy and in PyTorch (or in NumPy alone).
+cdef dict _dtype_aliases = {
+    "half": float16, "single": float32, "double": float64,
+    "csingle": complex64, "cdouble": complex128, "short": int16, "ushort": uint16,
+}
+
+# Names that mean one type in NumPy and another in PyTorch (or in dlinterop's own inference):
+# refused, saying what each reads, rather than silently picking one.
+cdef dict _ambiguous_dtype_names = {
+    "float": "NumPy reads 'float' as float64, PyTorch as float32; say 'float32' or 'float64'",
+    "int": "NumPy reads 'int' as int64, PyTorch as int32; say 'int32' or 'int64'",
+    "long": "'long' is 32 bits on Windows and 64 elsewhere; say 'int32' or 'int64'",
+    "byte": "NumPy reads 'byte' as int8, PyTorch as uint8; say 'int8' or 'uint8'",
+    "cfloat": ("NumPy 1.x read 'cfloat' as complex128, PyTorch reads it as complex64; say "
+               "'complex64' or 'complex128'"),
+    "complex": ("NumPy reads 'complex' as complex128, dl.full infers complex64 from a "
+                "Python complex; say 'complex64' or 'complex128'"),
+}
+
+cdef dict _type_string_kinds = {"b": kDLBool, "i": kDLInt, "u": kDLUInt, "f": kDLFloat,
+                                "c": kDLComplex}
+
+
+cdef DType _dtype_from_type_string(str s):
+    """The DType of a NumPy array-protocol type string with an explicit size ("f4", "<i8",
+    "=c16", "|b1", "?"), or None when s is none."""
+    cdef int nbytes
+    if s == "?":
+        return bool_
+    if len(s) > 2 and s[0] in "<>=|":
+        if s[0] == ">" and s[2:] != "1":
+            raise ValueError(f"non-native byte order {s!r} has no DLPack data type")
+        s = s[1:]
+    if len(s) < 2 or s[0] not in _type_string_kinds or not s[1:].isdigit() \
+            or not s[1:].isascii() or s[1] == "0":
+        return None
+    nbytes = int(s[1:]) if len(s) <= 3 else 0
+    if s[0] == "b":
+        return bool_ if nbytes == 1 else None
+    return _dtype_by_key.get(_dtype_key(_type_string_kinds[s[0]], 8 * nbytes, 1)) \
+        if 0 < nbytes <= 16 else None
+
+
+cdef DType _dtype_from_other_name(str name):
+    """The DType an alias or type string names; else ValueError listing the valid names and
+    the nearest one."""
+    found = _dtype_aliases.get(name)
+    if found is None:
+        found = _dtype_from_type_string(name)
+    if found is not None:
+        return found
+    reason = _ambiguous_dtype_names.get(name)
+    if reason is not None:
+        raise ValueError(f"data type name {name!r} is ambiguous: {reason}")
+    import difflib
+    valid = list(_dtype_by_name)
+    near = difflib.get_close_matches(name.lower(), valid + list(_dtype_aliases), n=1)
+    hint = f"; did you mean {near[0]!r}?" if near else "."
+    raise ValueError(f"unknown data type name {name!r}{hint} Valid names: "
+                     f"{', '.join(valid)} (also NumPy type strings such as 'f4' or '<i8', "
+                     f"and {', '.join(repr(a) for a in _dtype_aliases)})")
+
 
 cdef DType dtype_from_dl(DLDataType dt):
     """The interned DType for a DLDataType, or None when dlinterop has none for it."""
@@ -178,14 +242,16 @@ cdef DType _dtype_from_numpy(object x):
 
 
 def dtype(x):
-    """Return the DType for `x`: a DType, a name, a NumPy dtype or scalar type (ml_dtypes
-    types included), a torch dtype, or a (code, bits, lanes) tuple."""
+    """Return the DType for `x`: a DType, a name ("float32", "bfloat16", ...; also NumPy's
+    sized type strings such as "f4" or "<i8", and "half", "single", "double"), a NumPy dtype
+    or scalar type (ml_dtypes types included), a torch dtype, or a (code, bits, lanes)
+    tuple. A name that NumPy and PyTorch read differently ("float", "int") is refused."""
     if type(x) is DType:
         return x
     if type(x) is str:
         found = _dtype_by_name.get(x)
         if found is None:
-            raise ValueError(f"unknown data type name {x!r}")
+            return _dtype_from_other_name(x)
         return found
     if type(x) is tuple:
         if len(x) != 3 or not all(isinstance(v, int) for v in x):
