@@ -90,6 +90,20 @@ def test_suite_has_the_areas_of_the_issue():
             "bench_startup"} <= set(MODULES)
 
 
+# Attributes asv reads as benchmark settings from a benchmark's function, class or module:
+# a module-level import under one of these names (the child-process helpers imported as
+# "processes") stops asv's discovery of the whole suite with a TypeError.
+ASV_SETTINGS = ("processes", "rounds", "repeat", "number", "timeout", "warmup_time",
+                "sample_time", "min_run_count", "timer", "pretty_name", "version", "unit",
+                "params", "param_names", "setup", "teardown", "setup_cache")
+
+
+@pytest.mark.parametrize("module_name", MODULES)
+def test_no_module_attribute_shadows_an_asv_setting(suite, module_name):
+    module = suite[module_name]
+    assert not [name for name in ASV_SETTINGS if hasattr(module, name)]
+
+
 @pytest.mark.parametrize("module_name", MODULES)
 def test_every_benchmark_sets_up_and_runs_once(suite, module_name, monkeypatch):
     module = suite[module_name]
@@ -114,7 +128,15 @@ def test_every_benchmark_sets_up_and_runs_once(suite, module_name, monkeypatch):
                 if hasattr(instance, "setup"):
                     instance.setup(*combination)
             except NotImplementedError:
-                continue   # asv skips it: a peer missing, or something it cannot do
+                # asv skips it (a peer missing, or something it cannot do), and still runs
+                # the teardown, which must cope with a setup that stopped early.
+                try:
+                    if hasattr(instance, "teardown"):
+                        instance.teardown(*combination)
+                except Exception as exc:
+                    failures.append(f"{cls.__name__}{combination}.teardown after a skipped "
+                                    f"setup: {exc!r}")
+                continue
             except Exception as exc:
                 failures.append(f"{cls.__name__}{combination}.setup: {exc!r}")
                 continue
