@@ -1,4 +1,4 @@
-# The kernel author's way out, at C level (README "Cython API"): outputs allocated by the
+# The kernel author's way out, at C level (docs/cython.md): outputs allocated by the
 # caller's framework and handed back as that framework's type, borrowed nogil views of
 # inputs, and argument checks that name the argument.
 #

@@ -1,4 +1,4 @@
-# The stable public Cython API of dlinterop (README, "Cython API"). Downstream extensions write
+# The stable public Cython API of dlinterop (docs/cython.md). Downstream extensions write
 #     from dlinterop.tensor cimport Tensor, tensor_from_object, to_capsule, ...
 # The definitions live in dlinterop/_core.pxd; this file only names what is public.
 from dlinterop._core cimport (

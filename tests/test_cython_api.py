@@ -1,4 +1,4 @@
-"""The Cython API (README, "Cython API"): a downstream Cython extension, built here against the installed dlinterop
+"""The Cython API (docs/cython.md): a downstream Cython extension, built here against the installed dlinterop
 (its .pxd files and dl.get_include()), cimports the public API and calls every entry point.
 
 The consumer is compiled once per session. It is imported with RuntimeWarnings turned into

@@ -1,4 +1,5 @@
-"""The README's Dask and Ray example (examples/dask_ray.py) runs as written."""
+"""The Dask and Ray example program (examples/dask_ray.py, named in docs/processes.md) runs as
+written; the page's own examples run in tests/test_docs.py."""
 import os
 import subprocess
 import sys

@@ -432,18 +432,20 @@ def test_kernel_outputs_of_every_framework_type(kernels):
     np.testing.assert_array_equal(np.asarray(kernels.scaled(j, 2.0)), [2.0, 2.0])
 
 
-def test_readme_kernel_compiles_and_returns_the_callers_type(tmp_path):
+def test_the_guides_kernel_compiles_and_returns_the_callers_type(tmp_path):
+    """The `scaled` kernel of docs/cython.md, built here (tests/docs/cython_guide.py follows
+    the whole page in a fresh virtualenv, NumPy only; this adds torch in, torch out)."""
     from test_cython_api import build_extension, import_strictly
 
-    with open(os.path.join(REPO, "README.md")) as f:
-        readme = f.read()
-    blocks = readme.split("```cython\n")[1:]
+    with open(os.path.join(REPO, "docs", "cython.md")) as f:
+        page = f.read()
+    blocks = page.split("```cython\n")[1:]
     source = next(b.split("```")[0] for b in blocks if "def scaled" in b)
     try:
-        path = build_extension(source, "readme_kernel", str(tmp_path))
+        path = build_extension(source, "guide_kernel", str(tmp_path))
     except subprocess.CalledProcessError as e:
-        pytest.fail(f"the README's kernel does not build:\n{e.stdout}\n{e.stderr}")
-    module = import_strictly("readme_kernel", path)
+        pytest.fail(f"docs/cython.md's kernel does not build:\n{e.stdout}\n{e.stderr}")
+    module = import_strictly("guide_kernel", path)
     out = module.scaled(np.ones(3, np.float32), 2.0)
     assert type(out) is np.ndarray and out.tolist() == [2.0, 2.0, 2.0]
     if torch is not None:

@@ -407,8 +407,8 @@ def test_read_only_by_flag_tensor_goes_to_jax_only_where_jax_reads_the_flag():
 def test_jnp_asarray_of_a_tensor_works_or_fails_loudly_and_from_dlpack_works():
     # JAX's asarray asks NumPy for t.dtype, a dlinterop DType: NumPy 2.2 follows its own
     # `dtype` attribute and JAX then reads the buffer (right values); newer NumPy refuses a
-    # dtype attribute that is not a NumPy dtype, a clear error. Never wrong data. README:
-    # use from_dlpack, which works everywhere.
+    # dtype attribute that is not a NumPy dtype, a clear error. Never wrong data.
+    # docs/concepts.md: use from_dlpack, which works everywhere.
     import jax.numpy as jnp
     t = dl.from_dlpack(np.arange(6, dtype=np.float32).reshape(2, 3))
     expected = [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]

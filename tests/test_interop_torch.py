@@ -690,8 +690,9 @@ def test_torch_as_tensor_and_from_dlpack_take_a_tensor_whole():
 
 @pytest.mark.xfail(strict=True, reason="torch.asarray reads the buffer protocol before "
                    "__dlpack__ and flattens a multi-dimensional Tensor (pytorch/pytorch#197532; "
-                   "the README's workaround: torch.as_tensor or torch.from_dlpack). Strict: a "
-                   "torch that fixes it makes this test fail, so that the README is updated.")
+                   "the workaround in docs/concepts.md: torch.as_tensor or torch.from_dlpack). "
+                   "Strict: a torch that fixes it makes this test fail, so that the page is "
+                   "updated.")
 def test_torch_asarray_keeps_the_shape():
     t = dl.from_dlpack(np.arange(6, dtype=np.float32).reshape(2, 3))
     assert torch.asarray(t).shape == (2, 3)

@@ -182,10 +182,11 @@ def test_a_killed_child_leaves_nothing_behind(ctx):
     os.fstat(fd)                                 # the parent's segment is intact
 
 
-def test_the_readme_example_runs(tmp_path):
-    readme = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "README.md")).read()
-    section = readme.split("## Tensors across processes", 1)[1]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+def test_the_pages_example_runs(tmp_path):
+    """The first example of docs/processes.md alone (tests/test_docs.py runs the whole page)."""
+    page = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "docs",
+                             "processes.md")).read()
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
     script = tmp_path / "example.py"
     script.write_text(code)
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,

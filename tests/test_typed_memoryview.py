@@ -1,4 +1,4 @@
-"""Cython typed memoryviews over dlinterop tensors (README, "Cython API"): a module built on the
+"""Cython typed memoryviews over dlinterop tensors (docs/cython.md): a module built on the
 fly assigns `cdef float[:, ::1] v = t` and `cdef double[:, :] w = t`, reads and writes
 through them, and the writes land in the tensor's memory.
 """
