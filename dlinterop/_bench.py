@@ -6,6 +6,7 @@ over the fastest peer's. It takes a few seconds. The full suite (every layout, s
 dtype, JAX and tvm-ffi, imports, memory, processes, asv across commits) lives in the source
 tree's benchmarks/ folder: python -m benchmarks.
 """
+import importlib
 import json
 import platform
 import statistics
@@ -45,7 +46,7 @@ def _namespace(peers):
     versions = {"dlinterop": dl.__version__}
     if "numpy" in peers or "torch" in peers:   # np.from_dlpack rows need NumPy for torch too
         try:
-            import numpy as np
+            np = importlib.import_module("numpy")     # optional peers: no import statement
         except ImportError:
             pass
         else:
@@ -53,7 +54,7 @@ def _namespace(peers):
             versions["numpy"] = np.__version__
     if "torch" in peers:
         try:
-            import torch
+            torch = importlib.import_module("torch")
         except ImportError:
             pass
         else:
