@@ -33,6 +33,8 @@ find_python() {
 
 status=0
 summary=""
+ready=""
+# First every virtualenv, one after the other (each build uses every core) ...
 for v in $versions; do
     py=$(find_python "$v")
     if [ -z "$py" ]; then
@@ -42,7 +44,7 @@ for v in $versions; do
     fi
     start=$SECONDS
     env="$work/py$v"
-    rm -rf "$env"
+    rm -rf "$env" "$work/py$v-tmp"
     echo "== Python $v ($py): fresh venv in $env"
     if ! "$py" -m venv "$env" || ! "$env/bin/python" -m pip install --quiet --upgrade pip \
             || ! "$env/bin/python" -m pip install --quiet ".[test]"; then
@@ -57,14 +59,30 @@ for v in $versions; do
         "$env/bin/python" -m pip install --quiet "$peer" >/dev/null 2>&1 \
             || echo "== Python $v: peer $peer does not install here; its tests skip"
     done
-    numpy=$("$env/bin/python" -c "import numpy; print(numpy.__version__)")
+    echo "== Python $v: ready in $((SECONDS - start)) s"
+    ready+=" $v"
+done
+
+# ... then their test suites side by side: a suite mostly waits on one core (and on its
+# child processes), so run one after the other they left the machine half idle. Each has a
+# temporary folder of its own, so that nothing one builds or caches there meets another's.
+start=$SECONDS
+for v in $ready; do
+    mkdir -p "$work/py$v-tmp"
     # The installed copy is tested: the venv's pytest script does not put the checkout on
     # sys.path (python -m pytest would, and the source tree would shadow the install).
-    "$env/bin/pytest" -q 2>&1 | tee "$work/py$v.log" | tail -3
-    rc=${PIPESTATUS[0]}
+    (TMPDIR="$work/py$v-tmp" "$work/py$v/bin/pytest" -q > "$work/py$v.log" 2>&1
+     echo $? > "$work/py$v.rc") &
+done
+wait
+echo "== the suites ran side by side in $((SECONDS - start)) s"
+for v in $ready; do
+    echo "== Python $v"
+    tail -3 "$work/py$v.log"
+    numpy=$("$work/py$v/bin/python" -c "import numpy; print(numpy.__version__)")
     line=$(grep -E "^[0-9]+ (passed|failed)|^=+ .*(passed|failed)" "$work/py$v.log" | tail -1)
-    summary+="Python $v (NumPy $numpy): ${line//=/} [$((SECONDS - start)) s]"$'\n'
-    if [ "$rc" -ne 0 ]; then
+    summary+="Python $v (NumPy $numpy): ${line//=/}"$'\n'
+    if [ "$(cat "$work/py$v.rc")" -ne 0 ]; then
         status=1
     fi
 done
