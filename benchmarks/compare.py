@@ -30,6 +30,9 @@ import tempfile
 import time
 import timeit
 
+# Loops per repeat, after untimed warm-up calls: the rule `python -m dlinterop bench` uses.
+from dlinterop._bench import calibrate
+
 # Peers in column order; dlinterop is always the first column.
 PEERS = ("numpy", "torch", "jax", "tvm_ffi")
 COLUMNS = ("dlinterop",) + PEERS
@@ -379,28 +382,6 @@ def define_scaling_rows():
 
 
 # ------------------------------------------------------------------------------ timing
-
-WARM_UP_CALLS = 3
-
-
-def calibrate(timer, seconds):
-    """Loops per repeat so that one repeat takes about `seconds` (at least one loop).
-
-    The first calls are made apart, untimed: a statement's first call may pay a one-time
-    set-up (the first torch tensor imported probes PyTorch's internals, a type is described
-    once, an interpreter specialises its code), and timed as one loop that set-up looked
-    long enough to settle on one call per repeat, so every repeat of that cell was one call
-    plus the timer's own overhead (the same import read 2,500 ns in one table and 170 ns in
-    the next)."""
-    timer.timeit(WARM_UP_CALLS)
-    number = 1
-    while True:
-        elapsed = timer.timeit(number)
-        if elapsed >= seconds / 5 or number >= 10_000_000:
-            break
-        number *= 10 if elapsed < seconds / 50 else 2
-    return max(1, round(number * seconds / elapsed)) if elapsed > 0 else number
-
 
 def time_row(row, ns, mode):
     if row.values_from is not None:

@@ -63,14 +63,23 @@ def _namespace(peers):
     return ns, versions
 
 
-def _loops(timer, seconds):
-    """Calls per sample so that one sample takes about `seconds`; the first calls are made
-    apart, untimed, so that a one-time set-up does not count."""
-    timer.timeit(3)
+WARM_UP_CALLS = 3
+
+
+def calibrate(timer, seconds):
+    """Calls per sample so that one sample takes about `seconds` (at least one call).
+
+    The first calls are made apart, untimed: a statement's first call may pay a one-time
+    set-up (the first torch tensor imported probes PyTorch's internals, a type is described
+    once, an interpreter specialises its code), and timed as one loop that set-up looked
+    long enough to settle on one call per sample, so every sample was one call plus the
+    timer's own overhead (the same import read 2,500 ns in one table of the benchmark runner
+    and 170 ns in the next)."""
+    timer.timeit(WARM_UP_CALLS)
     number = 1
     while True:
         elapsed = timer.timeit(number)
-        if elapsed >= seconds / 5 or number >= 1 << 24:
+        if elapsed >= seconds / 5 or number >= 10_000_000:
             break
         number *= 10 if elapsed < seconds / 50 else 2
     return max(1, round(number * seconds / elapsed)) if elapsed > 0 else number
@@ -86,7 +95,7 @@ def run(peers=PEERS, repeats=9, seconds=0.002):
         for column in columns:
             try:
                 timer = timeit.Timer(statements[column], globals=ns)
-                timers[column] = (timer, _loops(timer, seconds))
+                timers[column] = (timer, calibrate(timer, seconds))
             except NameError:          # a library the statement needs is not installed
                 continue
         if "dlinterop" not in timers:

@@ -168,6 +168,13 @@ cdef Tensor _tensor_over_interface(object obj, dict iface, DLDevice device):
     return t
 
 
+cdef inline bint _is_python_data(type cls) noexcept:
+    """The exact types dl.asarray and dl.tensor read as Python data (a number, or nested
+    lists or tuples of numbers): no memory to share, always a new Tensor."""
+    return (cls is list or cls is tuple or cls is bool or cls is int or cls is float
+            or cls is complex)
+
+
 def asarray(obj, *, device=None, copy=None):
     """A Tensor from `obj`: DLPack first, then __cuda_array_interface__, then
     __array_interface__, then the buffer protocol (bytes, bytearray, array.array, mmap,
@@ -194,8 +201,7 @@ def asarray(obj, *, device=None, copy=None):
         t = _tensor_from_interface(obj, False)
     elif PyObject_CheckBuffer(obj):
         t = _tensor_from_buffer(obj)
-    elif cls is list or cls is tuple or cls is bool or cls is int or cls is float \
-            or cls is complex:
+    elif _is_python_data(cls):
         # Python data has no memory to share: a new Tensor, as dl.tensor makes it.
         if copy is False:
             raise ValueError("copy=False: a Tensor made from Python data is always a copy")
@@ -221,9 +227,7 @@ def tensor(data, dtype=None, *, device="cpu"):
     takes. Without a dtype, Python data gets the widest kind it holds as dl.full infers it
     (bool, int64, float32, complex64; float32 when empty) and other sources keep theirs;
     a dtype that differs from another source's is a TypeError (dlinterop does not cast)."""
-    cls = type(data)
-    if cls is list or cls is tuple or cls is bool or cls is int or cls is float \
-            or cls is complex:
+    if _is_python_data(type(data)):
         return _tensor_from_data(data, dtype, device)
     cdef Tensor t = asarray(data, device=device, copy=True)
     if dtype is not None and _dtype_of(dtype) is not dtype_from_dl(t.dl.dtype):

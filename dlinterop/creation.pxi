@@ -52,6 +52,9 @@ def zeros(shape, dtype="float32", *, device="cpu", alignment=256, shared=False):
 
 
 cdef object _dtype_of = dtype   # dtype() under a name that full()'s dtype parameter cannot shadow
+# The dtype inferred for each kind of Python number, as PyTorch infers it: bool, int, float,
+# complex (dl.full, dl.tensor, dl.arange).
+cdef tuple _INFERRED_DTYPES = (bool_, int64, float32, complex64)
 
 
 def full(shape, value, dtype=None, *, device="cpu", alignment=256,
@@ -60,14 +63,16 @@ def full(shape, value, dtype=None, *, device="cpu", alignment=256,
     value as PyTorch does: bool -> bool, int -> int64, float -> float32, complex ->
     complex64 (NumPy infers float64 and complex128). The other parameters are dl.empty's."""
     if dtype is None:
+        # Python's own number types only (their subclasses included), unlike dl.tensor's
+        # _kind_of, which also reads objects that convert.
         if isinstance(value, bool):
-            dtype = bool_
+            dtype = _INFERRED_DTYPES[0]
         elif isinstance(value, int):
-            dtype = int64
+            dtype = _INFERRED_DTYPES[1]
         elif isinstance(value, float):
-            dtype = float32
+            dtype = _INFERRED_DTYPES[2]
         elif isinstance(value, complex):
-            dtype = complex64
+            dtype = _INFERRED_DTYPES[3]
         else:
             raise TypeError(f"cannot infer a dtype from {type(value).__name__}; pass dtype=")
     cdef DType dt = dtype if type(dtype) is DType else _dtype_of(dtype)
@@ -249,7 +254,7 @@ cdef Tensor _tensor_from_data(object data, object dtype_like, object device, obj
     cdef DType dt
     if dtype_like is None:
         kind = max([_kind_of(v) for v in flat], default=2)
-        dt = (bool_, int64, float32, complex64)[kind]
+        dt = _INFERRED_DTYPES[kind]
     else:
         dt = dtype_like if type(dtype_like) is DType else _dtype_of(dtype_like)
     if dt.dl.lanes != 1:
