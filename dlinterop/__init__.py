@@ -54,6 +54,7 @@ from dlinterop._core import (
     __dlpack_version__,
     arange,
     asarray,
+    bcomplex32,
     bfloat16,
     bool_,
     complex32,
@@ -78,6 +79,9 @@ from dlinterop._core import (
     float64,
     from_dlpack,
     full,
+    int1,
+    int2,
+    int4,
     int8,
     int16,
     int32,
@@ -87,6 +91,9 @@ from dlinterop._core import (
     share,
     tensor,
     to_dlpack,
+    uint1,
+    uint2,
+    uint4,
     uint8,
     uint16,
     uint32,
@@ -106,14 +113,15 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
-    "CopyError", "DType", "Device", "DeviceType", "Tensor", "arange", "asarray", "bfloat16",
-    "bool_", "build_info", "check_tensor", "complex32", "complex64", "complex128", "cuda",
-    "dtype", "empty", "empty_like", "float4_e2m1fn", "float4_e2m1fn_x2", "float6_e2m3fn",
-    "float6_e3m2fn", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn",
-    "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float16",
-    "float32", "float64", "from_dlpack", "full", "get_include", "int8", "int16", "int32",
-    "int64", "memory_stats", "ones", "share", "tensor", "to_dlpack", "to_framework", "uint8",
-    "uint16", "uint32", "uint64", "zeros", "zeros_like",
+    "CopyError", "DType", "Device", "DeviceType", "Tensor", "arange", "asarray",
+    "bcomplex32", "bfloat16", "bool_", "build_info", "check_tensor", "complex128",
+    "complex32", "complex64", "cuda", "dtype", "empty", "empty_like", "float16", "float32",
+    "float4_e2m1fn", "float4_e2m1fn_x2", "float64", "float6_e2m3fn", "float6_e3m2fn",
+    "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz",
+    "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "from_dlpack", "full",
+    "get_include", "int1", "int16", "int2", "int32", "int4", "int64", "int8",
+    "memory_stats", "ones", "share", "tensor", "to_dlpack", "to_framework", "uint1",
+    "uint16", "uint2", "uint32", "uint4", "uint64", "uint8", "zeros", "zeros_like",
 ]
 
 

@@ -49,10 +49,12 @@ cdef class Tensor:
     cdef DLTensor* dltensor(self) noexcept nogil
 
 
-# dlinterop's own bit in Tensor.flags, beside DLPack's (never exported, and masked off
-# producers' flags): READ_ONLY was assumed because a legacy capsule could not say.
+# dlinterop's own bits in Tensor.flags, beside DLPack's (never exported, and masked off
+# producers' flags): READ_ONLY was assumed because a legacy capsule could not say; the
+# Tensor is the packed copy dlinterop made of padded sub-byte data (copy=False refuses it).
 cdef enum:
     FLAG_READ_ONLY_ASSUMED_BIT = 63
+    FLAG_REPACKED_BIT = 62
 
 
 cdef inline bint read_only_by_flag(Tensor t) noexcept:

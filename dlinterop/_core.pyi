@@ -43,10 +43,16 @@ class DType:
 _DTypeLike: TypeAlias = DType | str | tuple[int, int, int] | Any
 
 bool_: Final[DType]
+int1: Final[DType]
+int2: Final[DType]
+int4: Final[DType]
 int8: Final[DType]
 int16: Final[DType]
 int32: Final[DType]
 int64: Final[DType]
+uint1: Final[DType]
+uint2: Final[DType]
+uint4: Final[DType]
 uint8: Final[DType]
 uint16: Final[DType]
 uint32: Final[DType]
@@ -58,6 +64,7 @@ bfloat16: Final[DType]
 complex32: Final[DType]
 complex64: Final[DType]
 complex128: Final[DType]
+bcomplex32: Final[DType]
 float8_e3m4: Final[DType]
 float8_e4m3: Final[DType]
 float8_e4m3b11fnuz: Final[DType]
@@ -92,6 +99,7 @@ class DeviceType(enum.IntEnum):
     TRN = 18
     TPU = 19
     TPU_HOST = 20
+    ASCEND = 21
 
 _DeviceLike: TypeAlias = Device | str | tuple[int, int] | DeviceType
 

@@ -67,6 +67,13 @@ cdef inline int dims_from_python(object shape, int64_t* dims, bint exact) except
     else:
         if isinstance(shape, int):
             shape = (shape,)
+        elif hasattr(type(shape), "__index__"):
+            # One int-like (np.int64(3)), as NumPy takes it; an array-like that only
+            # converts when it holds one element is read as a sequence instead.
+            try:
+                shape = (PyNumber_Index(shape),)
+            except TypeError:
+                pass
         try:
             shape = tuple([PyNumber_Index(d) for d in shape])
         except TypeError:

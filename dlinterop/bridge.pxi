@@ -104,8 +104,13 @@ cdef Tensor _tensor_from_interface(object obj, bint cuda):
     iface = obj.__cuda_array_interface__ if cuda else obj.__array_interface__
     try:
         if not cuda:
-            return _tensor_over_interface(obj, iface, _CPU)
+            t = _tensor_over_interface(obj, iface, _CPU)
+            # The array interface has no packed sub-byte layout: an array of a sub-byte type
+            # (ml_dtypes' int4, float4_e2m1fn, ... in NumPy) holds one element per byte.
+            return _repacked(t) if _is_packed_subbyte(t.dl.dtype) else t
         t = _tensor_over_interface(obj, iface, _cuda_device_of(iface["data"][0]))
+        if _is_packed_subbyte(t.dl.dtype):
+            return _repacked(t)     # refused: device memory
         stream = iface.get("stream")
         if stream is not None:
             _cuda_wait_external_stream(stream, t.dl.device)
@@ -169,10 +174,16 @@ cdef Tensor _tensor_over_interface(object obj, dict iface, DLDevice device):
 
 
 cdef inline bint _is_python_data(type cls) noexcept:
-    """The exact types dl.asarray and dl.tensor read as Python data (a number, or nested
-    lists or tuples of numbers): no memory to share, always a new Tensor."""
+    """The exact types dl.asarray and dl.tensor read as Python data first (a number, or
+    nested lists, tuples or ranges of numbers): no memory to share, always a new Tensor."""
     return (cls is list or cls is tuple or cls is bool or cls is int or cls is float
-            or cls is complex)
+            or cls is complex or cls is range)
+
+
+cdef inline bint _is_python_data_subclass(object obj) noexcept:
+    """Subclasses of those types (an IntEnum member, a list subclass), read as Python data
+    once no array protocol claims them."""
+    return isinstance(obj, (list, tuple, range, int, float, complex))
 
 
 def asarray(obj, *, device=None, copy=None):
@@ -201,7 +212,7 @@ def asarray(obj, *, device=None, copy=None):
         t = _tensor_from_interface(obj, False)
     elif PyObject_CheckBuffer(obj):
         t = _tensor_from_buffer(obj)
-    elif _is_python_data(cls):
+    elif _is_python_data(cls) or _is_python_data_subclass(obj):
         # Python data has no memory to share: a new Tensor, as dl.tensor makes it.
         if copy is False:
             raise ValueError("copy=False: a Tensor made from Python data is always a copy")
@@ -209,7 +220,11 @@ def asarray(obj, *, device=None, copy=None):
     else:
         raise TypeError(f"cannot make a tensor from {cls.__name__}: it has no __dlpack__, "
                         "__cuda_array_interface__, __array_interface__ or buffer, and is "
-                        "not a list, tuple or Python number")
+                        "not a list, tuple, range or Python number")
+    if t.flags & FLAG_REPACKED:
+        if copy is False:
+            _refuse_repacked(t)
+        copy = None         # a copy already
     if device is not None:
         target = _parse_device(device)
         if not same_device(target, t.dl.device):
@@ -223,11 +238,16 @@ def asarray(obj, *, device=None, copy=None):
 
 def tensor(data, dtype=None, *, device="cpu"):
     """A new Tensor holding `data`, always a copy: Python data (a number gives a 0-d
-    Tensor; nested lists or tuples of equal lengths give its shape), or anything dl.asarray
-    takes. Without a dtype, Python data gets the widest kind it holds as dl.full infers it
-    (bool, int64, float32, complex64; float32 when empty) and other sources keep theirs;
-    a dtype that differs from another source's is a TypeError (dlinterop does not cast)."""
-    if _is_python_data(type(data)):
+    Tensor; nested lists, tuples or ranges of equal lengths give its shape), or anything
+    dl.asarray takes. Without a dtype, Python data gets the widest kind it holds as dl.full
+    infers it (bool, int64, float32, complex64; float32 when empty; NumPy scalars keep their
+    own, promoted as PyTorch and NumPy promote: dl.tensor([np.float64(1), 2.0]) is float64)
+    and other sources keep theirs; a dtype that differs from another source's is a
+    TypeError (dlinterop does not cast)."""
+    cls = type(data)
+    if _is_python_data(cls) or (_is_python_data_subclass(data) and not (
+            hasattr(cls, "__dlpack__") or hasattr(cls, "__cuda_array_interface__")
+            or hasattr(cls, "__array_interface__") or PyObject_CheckBuffer(data))):
         return _tensor_from_data(data, dtype, device)
     cdef Tensor t = asarray(data, device=device, copy=True)
     if dtype is not None and _dtype_of(dtype) is not dtype_from_dl(t.dl.dtype):

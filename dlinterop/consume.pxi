@@ -1,15 +1,82 @@
 # Provides: taking a capsule or a managed tensor into a Tensor (validated completely before
-# it is consumed), views of Tensors, and the short cut for dlinterop's own exports.
-# Uses: runtime.pxi, dltensors.pxi, export.pxi (dlinterop's own deleters).
+# it is consumed, its flags included; padded sub-byte data repacked), views of Tensors, and
+# the short cut for dlinterop's own exports.
+# Uses: runtime.pxi, dtypes.pxi, allocator.pxi, dltensors.pxi, copies.pxi (CopyError),
+# export.pxi (dlinterop's own deleters).
+
+# The flag bits DLPack defines; a producer's tensor with any other bit set is refused.
+cdef uint64_t _KNOWN_FLAGS = (DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED
+                              | DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED)
+
 
 cdef Tensor _wrap_versioned(const DLManagedTensorVersioned* m):
-    """A Tensor viewing a versioned managed tensor once its version and layout are checked;
-    it does not take ownership (the callers do, each in its own way)."""
+    """A Tensor viewing a versioned managed tensor once its version, layout and flags are
+    checked; it does not take ownership (the callers do, each in its own way, then pass it
+    through _unpadded)."""
     if m.version.major != 1:
         raise BufferError(f"unsupported DLPack major version {m.version.major}; "
                           "dlinterop implements 1.x")
     _validate_dltensor(&m.dl_tensor)
+    if m.flags & ~(<uint64_t>(DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED)):
+        _check_unusual_flags(m.flags)     # one test on the common path
     return _wrap_dltensor(&m.dl_tensor, m.flags)
+
+
+cdef int _check_unusual_flags(uint64_t flags) except -1:
+    """BufferError for flag bits DLPack does not define (as of the header dlinterop was
+    built with): a new bit may change what the bytes mean, so dlinterop refuses rather than
+    guess."""
+    cdef uint64_t unknown = flags & ~_KNOWN_FLAGS
+    if unknown:
+        bits = [i for i in range(64) if (unknown >> i) & 1]
+        # Runs of bits as ranges: "bits 3-63", not sixty numbers.
+        runs = []
+        for bit in bits:
+            if runs and runs[-1][1] == bit - 1:
+                runs[-1][1] = bit
+            else:
+                runs.append([bit, bit])
+        named = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+        raise BufferError(f"the producer set DLPack flag bit{'s' if len(bits) > 1 else ''} "
+                          f"{named} (flags={flags:#x}), which dlinterop "
+                          f"(built for DLPack {DLPACK_MAJOR_VERSION}.{DLPACK_MINOR_VERSION}) does "
+                          "not know: they may change what the data means, so it is not imported")
+    return 0
+
+
+cdef inline bint _is_padded(const DLManagedTensorVersioned* m) noexcept nogil:
+    """Sub-byte data stored one element per byte (DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED);
+    the flag means nothing for types of a byte or more."""
+    return ((m.flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0
+            and _is_packed_subbyte(m.dl_tensor.dtype))
+
+
+cdef Tensor _repacked(Tensor padded):
+    """A new Tensor holding `padded`'s values packed, as dlinterop holds every sub-byte type:
+    `padded` views sub-byte elements stored one per byte, in each byte's low bits (DLPack's
+    padded layout; ml_dtypes' in NumPy), with strides in elements, which are bytes there.
+    The copy is flagged IS_COPIED, and FLAG_REPACKED so that copy=False can refuse it."""
+    cdef DLDataType dt = padded.dl.dtype
+    if not host_accessible(padded.dl.device.device_type):
+        raise BufferError(f"padded {dtype_from_dl(dt).name} data on {padded.device} cannot be "
+                          "repacked: dlinterop repacks sub-byte data in host memory only")
+    cdef Tensor out = _allocate(padded.dl.ndim, padded.dl.shape, dt, padded.dl.device,
+                                DEFAULT_ALIGNMENT, False)
+    with nogil:
+        dli_pack_codes(<uint8_t*>out.dl.data,
+                       <const uint8_t*>padded.dl.data + padded.dl.byte_offset,
+                       padded.dl.ndim, padded.dl.shape, padded.dl.strides, dt.bits, 8)
+    out.flags |= DLPACK_FLAG_BITMASK_IS_COPIED | FLAG_REPACKED
+    return out
+
+
+cdef int _refuse_repacked(Tensor t) except -1:
+    """The copy=False refusal of padded sub-byte data: one message for every route."""
+    raise CopyError(f"the producer's {dtype_from_dl(t.dl.dtype).name} data is padded (one "
+                    "element per byte: DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, or a NumPy "
+                    "array of an ml_dtypes sub-byte type), and dlinterop holds sub-byte types "
+                    "packed, which takes a copy; copy=False forbids it (pass copy=True or "
+                    "copy=None)")
 
 
 cdef Tensor tensor_from_managed(DLManagedTensorVersioned* m, bint readonly):
@@ -26,11 +93,12 @@ cdef Tensor tensor_from_managed(DLManagedTensorVersioned* m, bint readonly):
         raise
     if readonly:
         t.flags |= DLPACK_FLAG_BITMASK_READ_ONLY
+    padded = _is_padded(m)
     if _own_export(<void*>m.deleter):
         _adopt_own_export(t, m, <void*>m.deleter)
     else:
         t.managed_versioned = m
-    return t
+    return _repacked(t) if padded else t
 
 
 cdef Tensor _tensor_from_capsule(object capsule):
@@ -59,6 +127,10 @@ cdef Tensor _consume_capsule(object capsule):
             _adopt_own_export(t, mv, <void*>mv.deleter)
             return t
         t.managed_versioned = mv
+        if _is_padded(mv):
+            # The copy holds the values; `t` dies here and the producer's deleter runs.
+            t.owner_ref = capsule
+            return _repacked(t)
     elif strcmp(name, NAME_LEGACY) == 0:
         ml = <DLManagedTensor*>PyCapsule_GetPointer(<PyObject*>capsule, NAME_LEGACY)
         _validate_dltensor(&ml.dl_tensor)

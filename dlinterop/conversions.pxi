@@ -1,8 +1,11 @@
 # Provides: Tensor.__array__, NumPy 2's array protocol: an ndarray sharing the Tensor's
-# memory for every data type NumPy holds (bfloat16 and the small floats through ml_dtypes),
-# a clear TypeError for the others, never an array of objects; contiguous(); the values as
-# Python objects (tolist, item, float(t) ..., read by dlinterop._values).
-# Uses: dtypes.pxi, devices.pxi, copies.pxi, views.pxi, pickling.pxi (_RawBytes).
+# memory for every data type NumPy holds (bfloat16 and the small floats through ml_dtypes;
+# the packed sub-byte types as an unpacked copy, one element per byte as ml_dtypes holds
+# them), a clear TypeError for the others, never an array of objects; contiguous(); the
+# values as Python objects (tolist, item, float(t) ..., read by dlinterop._values), their
+# element-wise comparison (==, !=, in) and their text in repr.
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, cuda.pxi (the host hint), copies.pxi,
+# creation.pxi (bool results), bridge.pxi (asarray), views.pxi, pickling.pxi (_RawBytes).
 
 _CARRIERS = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}
 
@@ -14,13 +17,15 @@ cdef object _numpy_array_of(Tensor t, object dtype, object copy):
     import numpy as np
     if not host_accessible(t.dl.device.device_type):
         raise TypeError(f"a tensor on {t.device} cannot be a NumPy array (NumPy holds host "
-                        "memory); move it with .to('cpu') first")
+                        f"memory); {_host_hint(t.dl.device)}")
     cdef DType dt = dtype_from_dl(t.dl.dtype)
     np_dtype = dt.to_numpy()          # TypeError where neither NumPy nor ml_dtypes has it
-    if (t.dl.dtype.bits * t.dl.dtype.lanes) % 8 or np_dtype.itemsize != dt.itemsize:
-        raise TypeError(f"{dt.name} elements are packed {t.dl.dtype.bits * t.dl.dtype.lanes} "
-                        f"bits each; NumPy's {np_dtype} takes a byte each, so it cannot view "
-                        "them (unpack them with a framework that knows the type)")
+    if _is_packed_subbyte(t.dl.dtype):
+        array = _unpacked_array(t, np_dtype, copy)
+        return array if dtype is None or np.dtype(dtype) == array.dtype else array.astype(dtype)
+    if np_dtype.itemsize != dt.itemsize:
+        raise TypeError(f"NumPy's {np_dtype} takes {np_dtype.itemsize} bytes, {dt.name} "
+                        f"{dt.itemsize}: it cannot view them")
     if dt.buffer_format != NULL:
         array = np.asarray(memoryview(t))
     else:
@@ -36,6 +41,25 @@ cdef object _numpy_array_of(Tensor t, object dtype, object copy):
     return array.copy() if copy else array
 
 
+cdef object _unpacked_array(Tensor t, object np_dtype, object copy):
+    """A new NumPy array of an ml_dtypes sub-byte type holding t's packed values one per
+    byte, as ml_dtypes holds them: NumPy cannot view packed data, so this is always a copy,
+    and copy=False refuses it (ValueError, as NumPy's own __array__ rule says)."""
+    import numpy as np
+    if copy is False:
+        raise ValueError(f"{dtype_from_dl(t.dl.dtype).name} elements are packed "
+                         f"{t.dl.dtype.bits} bits each, and NumPy's {np_dtype} holds one per "
+                         "byte: the array is a copy, which copy=False forbids")
+    cdef Tensor src = _contiguous(t)
+    array = np.empty(src.shape, dtype=np.uint8)
+    cdef uintptr_t address = array.ctypes.data
+    cdef int64_t count = element_count(&src.dl)
+    with nogil:
+        dli_unpack_codes(<uint8_t*>address, <const uint8_t*>src.dl.data + src.dl.byte_offset,
+                         count, src.dl.dtype.bits)
+    return array.view(np_dtype)
+
+
 cdef Tensor _contiguous(Tensor t):
     """t when it is C-contiguous, else a C-contiguous copy on the same device."""
     if is_c_contiguous(&t.dl):
@@ -45,13 +69,53 @@ cdef Tensor _contiguous(Tensor t):
 
 cdef object _values_of(Tensor t):
     """t's values as nested lists (a scalar when 0-d): read in host memory, in C order."""
+    return _read_values(t, False)
+
+
+cdef object _read_values(Tensor t, bint flat):
+    """t's values, read in host memory in C order: nested lists (a scalar when 0-d), or
+    with `flat` one list of them."""
     if not host_accessible(t.dl.device.device_type):
         t = _copy_tensor(t, _CPU)
     cdef Tensor src = _contiguous(t)
-    raw = _RawBytes.__new__(_RawBytes)
-    (<_RawBytes>raw).tensor = src
+    cdef int64_t count
+    cdef bytes codes
     from dlinterop import _values
-    return _values.values(src, memoryview(raw).cast("B"))
+    if _is_packed_subbyte(src.dl.dtype):
+        # One code per byte, unpacked here in C: reading packed bits in Python is slow.
+        count = element_count(&src.dl)
+        codes = PyBytes_FromStringAndSize(NULL, count)
+        dli_unpack_codes(<uint8_t*>PyBytes_AS_STRING(codes),
+                         <const uint8_t*>src.dl.data + src.dl.byte_offset, count,
+                         src.dl.dtype.bits)
+        raw = memoryview(codes)
+    else:
+        raw = _RawBytes.__new__(_RawBytes)
+        (<_RawBytes>raw).tensor = src
+        raw = memoryview(raw).cast("B")
+    return _values.flat(src, raw) if flat else _values.values(src, raw)
+
+
+cdef object _compare(Tensor t, object other, bint negate):
+    """t == other (t != other with negate), element by element as NumPy and PyTorch compare
+    arrays: a new bool Tensor of the broadcast shape. `other` is a dl.Tensor, a number, or
+    anything dl.asarray takes; NotImplemented for anything else (Python then compares
+    identities). Values compare as Python numbers (1 == 1.0; NaN equals nothing)."""
+    cdef Tensor u
+    if type(other) is Tensor:
+        u = <Tensor>other
+    else:
+        try:
+            u = asarray(other)
+        except (TypeError, ValueError, BufferError):
+            return NotImplemented
+    from dlinterop import _values
+    result, shape = _values.equal(_read_values(t, True), t.shape, _read_values(u, True),
+                                  u.shape, negate)
+    cdef Tensor out = _new_from_python(shape, bool_, "cpu", DEFAULT_ALIGNMENT, False, False)
+    if result:
+        _store_values(out, result, 0)
+    return out
 
 
 cdef object _one_value(Tensor t, str what):
@@ -74,31 +138,38 @@ _REPR_EDGE = 3
 
 
 cdef object _values_text(Tensor t, int indent):
-    """t's values as text for repr, or None where they cannot be read here (device
-    memory; a strided view of packed sub-byte elements)."""
+    """t's values as text for repr, each with the digits its type needs (float32's 1e-08,
+    not float64's 9.99999993922529e-09, as NumPy prints them), or None where they cannot
+    be read here (device memory). A tensor with no element shows [] whatever its shape:
+    the cost follows the elements, never an extent that holds none."""
     if not host_accessible(t.dl.device.device_type):
         return None
+    for i in range(t.dl.ndim):
+        if t.dl.shape[i] == 0:
+            return "[]"
+    from dlinterop import _values
+    text = _values.formatter(dtype_from_dl(t.dl.dtype))
     try:
         # In Python ints: a broadcast view can name more elements than an int64 counts.
-        return _axis_text(t, math.prod(t.shape) > _REPR_THRESHOLD, indent)
+        return _axis_text(t, math.prod(t.shape) > _REPR_THRESHOLD, indent, text)
     except (BufferError, TypeError, ValueError, MemoryError, OverflowError):
         return None
 
 
-cdef str _axis_text(Tensor t, bint summarise, int indent):
+cdef str _axis_text(Tensor t, bint summarise, int indent, object text):
     if t.dl.ndim == 0:
-        return repr(_values_of(t))
+        return text(_values_of(t))
     cdef int64_t n = t.dl.shape[0]
     cut = summarise and n > 2 * _REPR_EDGE
     if t.dl.ndim == 1:
         if not cut:
-            return repr(_values_of(t))
+            return "[" + ", ".join([text(v) for v in _values_of(t)]) + "]"
         head = _values_of(_getitem(t, slice(0, _REPR_EDGE)))
         tail = _values_of(_getitem(t, slice(n - _REPR_EDGE, n)))
-        return "[" + ", ".join([repr(v) for v in head] + ["..."] + [repr(v) for v in tail]) + "]"
+        return "[" + ", ".join([text(v) for v in head] + ["..."] + [text(v) for v in tail]) + "]"
     rows = list(range(_REPR_EDGE)) + [None] + list(range(n - _REPR_EDGE, n)) if cut \
         else list(range(n))
-    parts = ["..." if i is None else _axis_text(_getitem(t, i), summarise, indent + 1)
+    parts = ["..." if i is None else _axis_text(_getitem(t, i), summarise, indent + 1, text)
              for i in rows]
     separator = "," + "\n" * (t.dl.ndim - 1) + " " * (indent + 1)
     return "[" + separator.join(parts) + "]"

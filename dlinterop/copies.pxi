@@ -33,8 +33,6 @@ cdef Tensor _copy_tensor(Tensor src, DLDevice target):
     cdef Tensor out
     if src.dl.device.device_type != kDLCPU or target.device_type != kDLCPU:
         return _device_copy(src, target)
-    if _is_packed_subbyte(src.dl.dtype) and not is_c_contiguous(&src.dl):
-        raise BufferError("cannot copy a strided tensor of a packed sub-byte type")
     out = _allocate(src.dl.ndim, src.dl.shape, src.dl.dtype, target, DEFAULT_ALIGNMENT, False)
     _copy_into(out, src)
     return out
@@ -45,10 +43,15 @@ cdef int _copy_into(Tensor out, Tensor src) except -1:
     shape and type."""
     cdef int64_t nbytes
     if _is_packed_subbyte(src.dl.dtype):
-        if not is_c_contiguous(&src.dl):
-            raise BufferError("cannot copy a strided tensor of a packed sub-byte type")
-        nbytes = storage_bytes(element_count(&src.dl), src.dl.dtype)
-        memcpy(out.dl.data, <char*>src.dl.data + src.dl.byte_offset, <size_t>nbytes)
+        if is_c_contiguous(&src.dl):
+            nbytes = storage_bytes(element_count(&src.dl), src.dl.dtype)
+            memcpy(out.dl.data, <char*>src.dl.data + src.dl.byte_offset, <size_t>nbytes)
+        else:
+            with nogil:
+                dli_pack_codes(<uint8_t*>out.dl.data,
+                               <const uint8_t*>src.dl.data + src.dl.byte_offset, src.dl.ndim,
+                               src.dl.shape, src.dl.strides, src.dl.dtype.bits,
+                               src.dl.dtype.bits)
     else:
         with nogil:
             dli_copy_to_contiguous(<char*>out.dl.data, <char*>src.dl.data + src.dl.byte_offset,

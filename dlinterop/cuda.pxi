@@ -68,10 +68,20 @@ cdef int _cuda_consumer_wait(object obj) except -1:
     return 0
 
 
+cdef str _host_hint(DLDevice device):
+    """How to get memory on `device` to the host: dl's own copy for CUDA memory; for the
+    devices dlinterop only carries (TPU, Ascend, ...), the framework that made it."""
+    if _is_cuda_memory(device.device_type):
+        return "move it with .to('cpu') first"
+    return (f"dlinterop carries memory on {_device_type_name(device.device_type)} but has no "
+            "operations for it: copy it to the host with the framework that made it")
+
+
 cdef object _require_cuda(DLDevice device):
     if not _is_cuda_memory(device.device_type):
-        raise BufferError(f"dlinterop has no allocator for memory on "
-                          f"{_device_type_name(device.device_type)}")
+        raise BufferError(f"dlinterop cannot allocate or copy memory on "
+                          f"{_device_type_name(device.device_type)}: it carries such memory "
+                          "(import, export, views) but has no operations for that device")
     module = _load_cuda()
     if module is None:
         raise CUDAError(-1, f"memory on {device_from_dl(device)} needs the CUDA allocator, "

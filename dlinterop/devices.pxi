@@ -1,4 +1,4 @@
-# Provides: DeviceType with every DLPack 1.3 value, the Device class, device parsing
+# Provides: DeviceType with every DLPack value, the Device class, device parsing
 # (_parse_device, device_from_object) and the CPU device constant.
 # Uses: nothing.
 
@@ -6,7 +6,7 @@ import enum as _enum
 
 
 class DeviceType(_enum.IntEnum):
-    """Every DLPack 1.3 device type."""
+    """Every DLPack device type (1.3, and ASCEND from DLPack's main)."""
     CPU = kDLCPU
     CUDA = kDLCUDA
     CUDA_HOST = kDLCUDAHost
@@ -25,10 +25,11 @@ class DeviceType(_enum.IntEnum):
     TRN = kDLTrn
     TPU = kDLTPU
     TPU_HOST = kDLTPUHost
+    ASCEND = kDLAscend
 
 
 # Indexed by the DLDeviceType value; None where DLPack defines no device type.
-cdef list _device_types = [None] * (kDLTPUHost + 1)
+cdef list _device_types = [None] * (kDLAscend + 1)
 cdef dict _device_type_by_name = {}
 for _member in DeviceType:
     _device_types[_member.value] = _member
@@ -40,7 +41,7 @@ cdef tuple _cpu_dlpack_device = (DeviceType.CPU, 0)
 
 
 cdef inline bint _known_device_type(int32_t device_type) noexcept nogil:
-    return 1 <= device_type <= kDLTPUHost and device_type not in (5, 6)
+    return 1 <= device_type <= kDLAscend and device_type not in (5, 6)
 
 
 cdef object _device_type_member(int32_t device_type):

@@ -31,6 +31,7 @@ cdef extern from "dlpack/dlpack.h" nogil:
         kDLTrn
         kDLTPU
         kDLTPUHost
+        kDLAscend
 
     ctypedef struct DLDevice:
         DLDeviceType device_type
@@ -55,6 +56,7 @@ cdef extern from "dlpack/dlpack.h" nogil:
         kDLFloat6_e2m3fn
         kDLFloat6_e3m2fn
         kDLFloat4_e2m1fn
+        kDLBcomplex
 
     ctypedef struct DLDataType:
         uint8_t code

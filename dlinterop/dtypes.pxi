@@ -4,7 +4,7 @@
 
 cdef dict _dtype_by_key = {}    # packed (code, bits, lanes) -> DType
 # [code][bits]: bit (lanes - 1) is set for every registered triple; read without the GIL.
-cdef uint8_t _registered_lanes[kDLFloat4_e2m1fn + 1][256]
+cdef uint8_t _registered_lanes[kDLBcomplex + 1][256]
 cdef dict _dtype_by_name = {}   # name -> DType
 
 cdef inline uint64_t _dtype_key(uint8_t code, uint8_t bits, uint16_t lanes) noexcept nogil:
@@ -78,12 +78,13 @@ cdef class DType:
         return self.to_numpy()
 
     def to_numpy(self):
-        """The NumPy dtype (from ml_dtypes for bfloat16 and the small floats)."""
+        """The NumPy dtype (from ml_dtypes for bfloat16, bcomplex32, the small floats and the
+        sub-byte integers, which NumPy holds one per byte)."""
         try:
             import numpy
         except ImportError:
             raise TypeError(f"{self.name}.to_numpy() needs numpy, which is not installed") from None
-        if self.dl.code in (kDLInt, kDLUInt, kDLFloat, kDLBool) or (
+        if (self.dl.code in (kDLInt, kDLUInt, kDLFloat, kDLBool) and self.dl.bits >= 8) or (
                 self.dl.code == kDLComplex and self.dl.bits >= 64):
             return numpy.dtype(self.name)
         if self.dl.code == kDLComplex or self.dl.lanes != 1:
@@ -118,6 +119,14 @@ int8 = _register_dtype("int8", kDLInt, 8, 1, "b")
 int16 = _register_dtype("int16", kDLInt, 16, 1, "h")
 int32 = _register_dtype("int32", kDLInt, 32, 1, "i")
 int64 = _register_dtype("int64", kDLInt, 64, 1, "q")
+# Packed sub-byte integers (two's complement for the signed ones), laid out as DLPack lays
+# out every sub-byte type; ml_dtypes has them (one per byte in NumPy).
+int1 = _register_dtype("int1", kDLInt, 1, 1, NULL)
+int2 = _register_dtype("int2", kDLInt, 2, 1, NULL)
+int4 = _register_dtype("int4", kDLInt, 4, 1, NULL)
+uint1 = _register_dtype("uint1", kDLUInt, 1, 1, NULL)
+uint2 = _register_dtype("uint2", kDLUInt, 2, 1, NULL)
+uint4 = _register_dtype("uint4", kDLUInt, 4, 1, NULL)
 uint8 = _register_dtype("uint8", kDLUInt, 8, 1, "B")
 uint16 = _register_dtype("uint16", kDLUInt, 16, 1, "H")
 uint32 = _register_dtype("uint32", kDLUInt, 32, 1, "I")
@@ -129,6 +138,8 @@ bfloat16 = _register_dtype("bfloat16", kDLBfloat, 16, 1, NULL)
 complex32 = _register_dtype("complex32", kDLComplex, 32, 1, NULL)
 complex64 = _register_dtype("complex64", kDLComplex, 64, 1, "Zf")
 complex128 = _register_dtype("complex128", kDLComplex, 128, 1, "Zd")
+# Two bfloat16: real, then imaginary (DLPack's kDLBcomplex; ml_dtypes' bcomplex32).
+bcomplex32 = _register_dtype("bcomplex32", kDLBcomplex, 32, 1, NULL)
 float8_e3m4 = _register_dtype("float8_e3m4", kDLFloat8_e3m4, 8, 1, NULL)
 float8_e4m3 = _register_dtype("float8_e4m3", kDLFloat8_e4m3, 8, 1, NULL)
 float8_e4m3b11fnuz = _register_dtype("float8_e4m3b11fnuz", kDLFloat8_e4m3b11fnuz, 8, 1, NULL)
@@ -220,7 +231,7 @@ cdef DType dtype_from_dl(DLDataType dt):
 cdef bint _valid_dtype_nogil(DLDataType dt) noexcept nogil:
     """True for exactly the (code, bits, lanes) triples that have a DType, read from the
     table _register_dtype fills, so that the registry above is the only list of types."""
-    if dt.code > kDLFloat4_e2m1fn or dt.lanes > 8 * sizeof(_registered_lanes[0][0]):
+    if dt.code > kDLBcomplex or dt.lanes > 8 * sizeof(_registered_lanes[0][0]):
         return False
     return (_registered_lanes[dt.code][dt.bits] >> (dt.lanes - 1)) & 1 if dt.lanes else False
 

@@ -61,7 +61,7 @@ cdef object _call_dlpack_method(object obj, object kwargs, _Producer producer):
         if PyErr_ExceptionMatches(<PyObject*>TypeError):
             PyErr_Clear()
             return obj.__dlpack__()
-        raise_pending_error()
+        _raise_with_hint(obj)
     method = getattr(obj, "__dlpack__", None)
     if method is None:
         raise TypeError(f"{type(obj).__name__} object is neither a DLPack capsule nor has "
@@ -71,6 +71,27 @@ cdef object _call_dlpack_method(object obj, object kwargs, _Producer producer):
     except TypeError:
         legacy = {"stream": kwargs["stream"]} if "stream" in kwargs else {}
         return method(**legacy)
+    except BufferError as error:
+        _raise_hinted(obj, error)
+
+
+cdef int _raise_with_hint(object obj) except -1:
+    """Raises the pending error of obj.__dlpack__, hinted (_raise_hinted)."""
+    try:
+        raise_pending_error()
+    except BufferError as error:
+        _raise_hinted(obj, error)
+    return 0
+
+
+cdef int _raise_hinted(object obj, object error) except -1:
+    """Raises `error`, obj.__dlpack__'s; a plain BufferError from an object that also has
+    __array_interface__ says that dl.asarray reads it that way (NumPy refuses to export the
+    ml_dtypes types, bfloat16, float8, int4 and the others, through DLPack)."""
+    if type(error) is not BufferError or not hasattr(type(obj), "__array_interface__"):
+        raise error
+    raise BufferError(f"{error} ({type(obj).__name__} has __array_interface__: "
+                      "dl.asarray reads it through that instead)") from error
 
 
 def from_dlpack(obj, *, device=None, copy=None, stream=None):
@@ -164,6 +185,8 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
                 t = _import_from_producer(obj, kwargs)
         else:
             t = _import_from_producer(obj, kwargs)
+    if copy is False and t.flags & FLAG_REPACKED:
+        _refuse_repacked(t)
     if device is not None and not same_device(target, t.dl.device):
         if copy is False:
             _refuse_copy(t.dl.device, target)
@@ -228,8 +251,10 @@ cdef int borrow_dltensor(object obj, DLTensor* out, bint sharing) except -1:
             return raise_pending_error()
         PyErr_Clear()
         return 0
-    if _check_dltensor(out) != DLTENSOR_OK:
-        return 0    # the ordinary import says what is wrong with it
+    if _check_dltensor(out) != DLTENSOR_OK or _is_packed_subbyte(out.dtype):
+        # The ordinary import says what is wrong with it; and a DLTensor has no flags, so
+        # sub-byte data, which may be padded, comes through a managed tensor that says.
+        return 0
     if out.device.device_type != kDLCPU:
         if not _cuda_sync_exchange(api, out.device):
             return 0

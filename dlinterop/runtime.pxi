@@ -53,6 +53,9 @@ cdef extern from "runtime.h" nogil:
     void dli_copy_to_contiguous(char* dst, const char* src, int ndim, const int64_t* shape,
                                 const int64_t* strides, size_t itemsize)
     void dli_fill(char* dst, const char* pattern, size_t itemsize, int64_t count)
+    void dli_pack_codes(uint8_t* dst, const uint8_t* src, int ndim, const int64_t* shape,
+                        const int64_t* strides, int bits, int src_step)
+    void dli_unpack_codes(uint8_t* dst, const uint8_t* src, int64_t count, int bits)
     bint __builtin_mul_overflow(int64_t a, int64_t b, int64_t* out)
     bint __builtin_add_overflow(int64_t a, int64_t b, int64_t* out)
 
@@ -111,6 +114,7 @@ cdef extern from *:
 
 cdef size_t DEFAULT_ALIGNMENT = 256
 cdef uint64_t FLAG_READ_ONLY_ASSUMED = (<uint64_t>1) << FLAG_READ_ONLY_ASSUMED_BIT
+cdef uint64_t FLAG_REPACKED = (<uint64_t>1) << FLAG_REPACKED_BIT
 
 __dlpack_version__ = (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION)
 

@@ -310,9 +310,11 @@ cdef class Tensor:
 
     def __array__(self, dtype=None, copy=None):
         """NumPy's array protocol (NumPy 2's signature): an ndarray over this Tensor's memory
-        (read-only when it is), bfloat16 and the small floats as ml_dtypes' types; a
-        TypeError for a type NumPy cannot hold or a device tensor, never an object array.
-        copy=True copies; a dtype that differs converts (a copy, so copy=False refuses)."""
+        (read-only when it is), bfloat16 and the small floats as ml_dtypes' types; the packed
+        sub-byte types (float4/float6, int4, ...) as a copy unpacked to one element per byte,
+        as ml_dtypes holds them (so copy=False refuses them); a TypeError for a type NumPy
+        cannot hold or a device tensor, never an object array. copy=True copies; a dtype that
+        differs converts (a copy, so copy=False refuses)."""
         return _numpy_array_of(self, dtype, copy)
 
     # -- values (conversions.pxi): Python objects, read from host memory ----------------
@@ -345,6 +347,25 @@ cdef class Tensor:
         if self.dl.dtype.code not in (kDLInt, kDLUInt):
             raise TypeError(f"only integer tensors can be an index, not {self.dtype.name}")
         return _one_value(self, "an index")
+
+    # == and != compare values element by element, as NumPy's and PyTorch's arrays do,
+    # giving a bool Tensor (so `if t == u` asks for one truth value of several, and raises);
+    # the hash stays the identity's, as PyTorch keeps it, so that Tensors still key dicts.
+    def __eq__(self, other):
+        return _compare(self, other, False)
+
+    def __ne__(self, other):
+        return _compare(self, other, True)
+
+    def __hash__(self):
+        return object.__hash__(self)
+
+    def __contains__(self, value):
+        """True when some element equals `value` (NumPy's `(t == value).any()`)."""
+        result = _compare(self, value, False)
+        if result is NotImplemented:
+            return False
+        return any(_read_values(<Tensor>result, True))
 
     def __iter__(self):
         """Views along the first axis."""
@@ -384,7 +405,7 @@ cdef class Tensor:
         cdef int i
         if not host_accessible(self.dl.device.device_type):
             raise BufferError(f"memory on {self.device} is not host-accessible; "
-                              "use .to('cpu') first")
+                              f"{_host_hint(self.dl.device)}")
         if dt.buffer_format == NULL:
             raise BufferError(f"the buffer protocol has no format for {dt.name}; "
                               "use DLPack (from_dlpack) to exchange it")

@@ -166,3 +166,43 @@ void dli_fill(char* dst, const char* pattern, size_t itemsize, int64_t count) {
     done += chunk;
   }
 }
+
+/* The `bits`-bit code starting at bit `bit` of base (bit may be negative: a view with
+ * negative strides reads below its element 0). Reads only the bytes the code touches. */
+static inline unsigned read_code(const uint8_t* base, int64_t bit, int bits) {
+  int64_t byte = bit >> 3; /* arithmetic shift: floor division for negative bit positions */
+  int shift = (int)(bit & 7);
+  unsigned code = (unsigned)base[byte] >> shift;
+  if (shift + bits > 8) code |= (unsigned)base[byte + 1] << (8 - shift);
+  return code & ((1u << bits) - 1u);
+}
+
+void dli_pack_codes(uint8_t* dst, const uint8_t* src, int ndim, const int64_t* shape,
+                    const int64_t* strides, int bits, int src_step) {
+  int64_t count = 1;
+  for (int i = 0; i < ndim; ++i) count *= shape[i];
+  memset(dst, 0, (size_t)((count * bits + 7) / 8));
+  if (count == 0) return;
+  int64_t index[DLI_MAX_NDIM] = {0};
+  int64_t element = 0; /* in source elements from element 0 */
+  int64_t out = 0;     /* in bits into dst */
+  for (int64_t n = 0; n < count; ++n) {
+    unsigned code = read_code(src, element * src_step, bits);
+    dst[out >> 3] |= (uint8_t)(code << (out & 7));
+    if ((out & 7) + bits > 8) dst[(out >> 3) + 1] |= (uint8_t)(code >> (8 - (out & 7)));
+    out += bits;
+    /* Next index in C order (an odometer over the axes). */
+    for (int axis = ndim - 1; axis >= 0; --axis) {
+      if (++index[axis] < shape[axis]) {
+        element += strides[axis];
+        break;
+      }
+      element -= strides[axis] * (shape[axis] - 1);
+      index[axis] = 0;
+    }
+  }
+}
+
+void dli_unpack_codes(uint8_t* dst, const uint8_t* src, int64_t count, int bits) {
+  for (int64_t i = 0; i < count; ++i) dst[i] = (uint8_t)read_code(src, i * bits, bits);
+}

@@ -45,6 +45,21 @@ int dli_interpreter_alive(void);
 void dli_copy_to_contiguous(char* dst, const char* src, int ndim, const int64_t* shape,
                             const int64_t* strides, size_t itemsize);
 
+/* Packs an n-d array of `bits`-bit codes (1 <= bits <= 7) into dst in C order, little
+ * bit-endian, as DLPack lays out packed sub-byte data: element i of dst lies in bits
+ * [i * bits, (i + 1) * bits). Each source element starts at bit
+ * (sum of index * stride) * src_step from src (strides in elements, any sign): src_step is
+ * `bits` for packed data and 8 for padded data (one element in the low bits of each
+ * byte; the high bits are ignored). dst must hold ceil(count * bits / 8) bytes; the
+ * bits past the last element are zero. */
+void dli_pack_codes(uint8_t* dst, const uint8_t* src, int ndim, const int64_t* shape,
+                    const int64_t* strides, int bits, int src_step);
+
+/* The inverse for a C-contiguous packed array: writes `count` codes one per byte, in the
+ * low bits with the high bits zero, as ml_dtypes' sub-byte types hold them in NumPy (and
+ * as DLPack's padded layout does). */
+void dli_unpack_codes(uint8_t* dst, const uint8_t* src, int64_t count, int bits);
+
 /* Fills a contiguous buffer with `count` copies of the `itemsize`-byte pattern. */
 void dli_fill(char* dst, const char* pattern, size_t itemsize, int64_t count);
 

@@ -190,7 +190,7 @@ def test_dtype_of_malformed_tuple_is_type_error(x):
         dl.dtype(x)
 
 
-@pytest.mark.parametrize("x", ["float", "Float32", "float33", "", "int4", "bool_", "complex"])
+@pytest.mark.parametrize("x", ["float", "Float32", "float33", "", "int3", "bool_", "complex"])
 def test_dtype_of_unknown_name_is_value_error(x):
     with pytest.raises(ValueError):
         dl.dtype(x)
@@ -264,7 +264,7 @@ def test_numpy_dtype_of_a_type_numpy_cannot_hold_is_type_error(name):
 DEVICE_TYPES = {
     "CPU": 1, "CUDA": 2, "CUDA_HOST": 3, "OPENCL": 4, "VULKAN": 7, "METAL": 8, "VPI": 9,
     "ROCM": 10, "ROCM_HOST": 11, "EXT_DEV": 12, "CUDA_MANAGED": 13, "ONEAPI": 14,
-    "WEBGPU": 15, "HEXAGON": 16, "MAIA": 17, "TRN": 18, "TPU": 19, "TPU_HOST": 20,
+    "WEBGPU": 15, "HEXAGON": 16, "MAIA": 17, "TRN": 18, "TPU": 19, "TPU_HOST": 20, "ASCEND": 21,
 }
 
 
@@ -364,7 +364,7 @@ def test_device_compares_unequal_to_unrelated_objects():
 
 
 @pytest.mark.parametrize("args", [
-    ("gpu",), ("cuda:x",), ("cuda:",), ("cuda:-1",), ("",), (5,), (6,), (0,), (21,),
+    ("gpu",), ("cuda:x",), ("cuda:",), ("cuda:-1",), ("",), (5,), (6,), (0,), (22,),
     ("cuda", -1), ("tpu_hosts", 0), (99, 0), ((2, -1),), ((99, 0),),
 ])
 def test_device_bad_values_are_value_error(args):
@@ -393,3 +393,26 @@ def test_device_equality_with_out_of_range_string_is_false():
 def test_device_index_out_of_int32_range_given_separately_is_value_error():
     with pytest.raises(ValueError):
         dl.Device("cuda", 2**31)
+
+
+def test_the_data_types_table_lists_every_dtype_once_with_its_dlpack_triple():
+    # docs/concepts.md's table: every DType dlinterop exports, with its (code, bits, lanes).
+    import os
+    import re
+    page = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "concepts.md")
+    text = open(page).read()
+    table = text[text.index("| dtype | DLPack (code, bits, lanes)"):]
+    table = table[:table.index("\n\n")]
+    listed = {}
+    for row in table.splitlines()[2:]:
+        names_cell, triple_cell = row.split("|")[1:3]
+        for name in re.findall(r"`(\w+)`", names_cell):
+            assert name not in listed, name
+            listed[name] = triple_cell.strip()
+    dtypes = {n: getattr(dl, n) for n in dl.__all__ if isinstance(getattr(dl, n), dl.DType)}
+    assert set(listed) == {d.name for d in dtypes.values()}
+    for d in dtypes.values():
+        code, bits, lanes = d.__dlpack_data_type__()
+        cell = listed[d.name]
+        assert re.search(rf"\b{code}\b|\b\d+ to \d+\b", cell) and str(bits) in cell \
+            and cell.endswith(f"{lanes})"), (d.name, cell)

@@ -27,10 +27,11 @@ UINT64_MAX = 2**64 - 1
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
 
-# Every (code, bits, lanes) dlinterop imports (DLPack 1.3, include/dlpack/dlpack.h).
+# Every (code, bits, lanes) dlinterop imports (DLPack 1.3 and kDLBcomplex,
+# include/dlpack/dlpack.h; sub-byte integers packed as DLPack packs sub-byte floats).
 VALID_DTYPES = {
-    (0, 8, 1), (0, 16, 1), (0, 32, 1), (0, 64, 1),
-    (1, 8, 1), (1, 16, 1), (1, 32, 1), (1, 64, 1),
+    (0, 1, 1), (0, 2, 1), (0, 4, 1), (0, 8, 1), (0, 16, 1), (0, 32, 1), (0, 64, 1),
+    (1, 1, 1), (1, 2, 1), (1, 4, 1), (1, 8, 1), (1, 16, 1), (1, 32, 1), (1, 64, 1),
     (2, 16, 1), (2, 32, 1), (2, 64, 1),
     (4, 16, 1),
     (5, 32, 1), (5, 64, 1), (5, 128, 1),
@@ -38,6 +39,7 @@ VALID_DTYPES = {
     *((code, 8, 1) for code in range(7, 15)),
     (15, 6, 1), (16, 6, 1),
     (17, 4, 1), (17, 4, 2),
+    (18, 32, 1),
 }
 
 # How a malformed capsule reaches the importer: directly, or returned by a producer.
@@ -169,7 +171,7 @@ def test_versioned_any_minor_of_major_1_is_accepted(minor):
 # --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "legacy"])
-@pytest.mark.parametrize("code", range(18))
+@pytest.mark.parametrize("code", range(19))
 def test_every_invalid_bits_for_known_code_is_buffer_error(code, versioned):
     rejected = 0
     for bits in range(256):
@@ -186,7 +188,7 @@ def test_every_invalid_bits_for_known_code_is_buffer_error(code, versioned):
 
 
 @pytest.mark.parametrize("bits", [0, 1, 8, 16, 32, 64, 128, 255])
-@pytest.mark.parametrize("code", [18, 19, 32, 100, 128, 254, 255])
+@pytest.mark.parametrize("code", [19, 20, 32, 100, 128, 254, 255])
 def test_unknown_dtype_code_is_buffer_error(code, bits):
     assert_rejected(forge(dtype=(code, bits, 1)))
 
@@ -228,7 +230,7 @@ def test_every_valid_dtype_is_accepted(triple):
 
 @pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "legacy"])
 @pytest.mark.parametrize("route", ROUTES)
-@pytest.mark.parametrize("device_type", [0, 5, 6, 21, 1000, -1, INT32_MIN, INT32_MAX])
+@pytest.mark.parametrize("device_type", [0, 5, 6, 22, 1000, -1, INT32_MIN, INT32_MAX])
 def test_unknown_device_type_is_buffer_error(device_type, route, versioned):
     f = forge(device=(device_type, 0), versioned=versioned)
     assert_rejected(f, route=route, match="device")
@@ -240,7 +242,7 @@ def test_negative_device_id_is_buffer_error(device, versioned):
     assert_rejected(forge(device=device, versioned=versioned), match="device")
 
 
-@pytest.mark.parametrize("device_type", [t for t in range(1, 21) if t not in (5, 6)])
+@pytest.mark.parametrize("device_type", [t for t in range(1, 22) if t not in (5, 6)])
 def test_every_known_device_type_is_accepted_as_a_view(device_type):
     f = forge(device=(device_type, 3))
     t = dl.from_dlpack(f.capsule)
@@ -521,7 +523,7 @@ def test_crash_prone_cases_in_a_subprocess():
 
 def _rejects():
     """A few malformed capsules, each rejected without being consumed."""
-    return [forge(ndim=-1), forge(dtype=(3, 32, 1)), forge(device=(21, 0)),
+    return [forge(ndim=-1), forge(dtype=(3, 32, 1)), forge(device=(22, 0)),
             forge(name="used_dltensor_versioned"), forge(name="foo"), forge(data=None),
             forge(version=(2, 0)), forge(shape=(2**32, 2**32), nbytes=64, versioned=False)]
 

@@ -1,6 +1,8 @@
 /*
  * DLPack 1.3 ABI, written for dlinterop from the DLPack 1.3 specification
- * (https://dmlc.github.io/dlpack/latest/c_api.html).
+ * (https://dmlc.github.io/dlpack/latest/c_api.html), with the ABI-compatible additions
+ * merged on dmlc/dlpack's main since the 1.3 tag (https://github.com/dmlc/dlpack): the
+ * device kDLAscend and the data type kDLBcomplex.
  * Layouts and values must match every other DLPack producer and consumer bit for bit:
  * a change here is an ABI break for everyone, not only for dlinterop.
  */
@@ -61,6 +63,7 @@ typedef enum {
   kDLTrn = 18,
   kDLTPU = 19,
   kDLTPUHost = 20,
+  kDLAscend = 21,
 } DLDeviceType;
 
 typedef struct {
@@ -87,9 +90,13 @@ typedef enum {
   kDLFloat6_e2m3fn = 15U,
   kDLFloat6_e3m2fn = 16U,
   kDLFloat4_e2m1fn = 17U,
+  kDLBcomplex = 18U, /* complex of two bfloat16 (real, then imaginary) */
 } DLDataTypeCode;
 
-/* code is one of DLDataTypeCode, stored in a byte. */
+/* code is one of DLDataTypeCode, stored in a byte. Sub-byte types (bits * lanes < 8) are
+ * packed by default, little bit-endian: element i of packed data D is
+ * (D >> (i * bits)) & mask. A versioned tensor flagged
+ * DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED holds one element per byte instead. */
 typedef struct {
   uint8_t code;
   uint8_t bits;
