@@ -34,6 +34,8 @@ import operator
 import sys
 import types
 
+from dlinterop._core import CopyError
+
 from dlinterop import _core
 
 cdef extern from "Python.h":
@@ -297,6 +299,9 @@ cdef class _Adapter:
     # an exchange table, which cannot refuse what the framework cannot honour: a Tensor
     # that is read-only by flag is refused rather than handed over writable.
     cdef bint drops_read_only
+    # The framework cannot import negative strides (PyTorch aborts the process on them,
+    # pytorch/pytorch#188023): such a Tensor is handed over as a C-contiguous copy.
+    cdef bint no_negative_strides
     cdef bint table_is_key    # the table type is the type this adapter was made for
     cdef object table_type    # else the module's tensor type, or None
     cdef object from_dlpack
@@ -316,6 +321,9 @@ cdef dict _TABLE_TYPES = {"torch": "Tensor", "numpy": "ndarray", "cupy": "ndarra
                           "tvm_ffi": "Tensor"}
 # Frameworks whose arrays are always writable, whatever DLPack's READ_ONLY flag says.
 cdef frozenset _NO_READ_ONLY = frozenset(["torch", "cupy"])
+# Frameworks that cannot import negative strides: torch 2.13's from_dlpack, torch.tensor and
+# as_tensor abort the interpreter on them (pytorch/pytorch#188023, fixed after 2.13 to raise).
+cdef frozenset _NO_NEGATIVE_STRIDES = frozenset(["torch"])
 
 
 def _forget_adapter_type(ref):
@@ -360,6 +368,7 @@ cdef _Adapter _adapter_for_type(type cls):
     a.from_dlpack = _from_dlpack_of(top, a.name)
     a.numpy_native = _is_numpy_from_dlpack(a.from_dlpack)
     a.drops_read_only = top in _NO_READ_ONLY
+    a.no_negative_strides = top in _NO_NEGATIVE_STRIDES
     return a
 
 
@@ -381,6 +390,7 @@ cdef _Adapter _adapter_for_module(object module):
     a.from_dlpack = function
     a.numpy_native = _is_numpy_from_dlpack(function)
     a.drops_read_only = top in _NO_READ_ONLY
+    a.no_negative_strides = top in _NO_NEGATIVE_STRIDES
     return a
 
 
@@ -454,12 +464,22 @@ cdef int _refuse_read_only(Tensor t, _Adapter a) except -1:
                       "it would be handed over writable; pass copy=True for a writable copy")
 
 
+cdef bint _has_negative_stride(Tensor t) noexcept:
+    cdef int i
+    for i in range(t.dl.ndim):
+        if t.dl.strides[i] < 0 and t.dl.shape[i] > 1:
+            return True
+    return False
+
+
 cdef object to_framework_c(Tensor t, object like):
     cdef const DLPackExchangeAPI* api = NULL
     cdef _Adapter a = _resolve(like)
     cdef object table_type
     if a.identity:
         return t
+    if a.no_negative_strides and _has_negative_stride(t):
+        t = t.copy()
     # NumPy first: the core's own hand-back is probed equal to np.from_dlpack and costs
     # less than any table call (and ndarray publishes no table today, so looking one up
     # first would be a wasted cache probe on every call).
@@ -493,10 +513,16 @@ def to_framework(t, like, *, copy=None):
 
     A Tensor that is read-only by flag is never handed over writable: NumPy and JAX receive
     it read-only; frameworks that have no read-only arrays (PyTorch, CuPy) get BufferError.
-    copy=True hands back a new writable copy instead (always a copy, as elsewhere)."""
+    A Tensor with negative strides reaches PyTorch, which cannot import them, as a
+    C-contiguous copy (copy=False: BufferError). copy=True hands back a new writable copy
+    instead (always a copy, as elsewhere)."""
     cdef Tensor tensor = t if type(t) is Tensor else tensor_from_object(t)
     if copy is True:
         tensor = tensor.copy()
-    elif copy is not None and copy is not False:
+    elif copy is False:
+        if _has_negative_stride(tensor) and _resolve(like).no_negative_strides:
+            raise CopyError(f"{_resolve(like).name} cannot hold negative strides, so it "
+                            "takes a copy of this tensor, and copy=False forbids one")
+    elif copy is not None:
         raise TypeError(f"copy must be True, False or None, got {copy!r}")
     return to_framework_c(tensor, like)

@@ -689,10 +689,51 @@ def test_torch_as_tensor_and_from_dlpack_take_a_tensor_whole():
 
 
 @pytest.mark.xfail(strict=True, reason="torch.asarray reads the buffer protocol before "
-                   "__dlpack__ and flattens a multi-dimensional Tensor (pytorch/pytorch#197532; "
-                   "the workaround in docs/concepts.md: torch.as_tensor or torch.from_dlpack). "
+                   "__dlpack__ and reads the bytes as float32 in one dimension "
+                   "(pytorch/pytorch#188128, #188784, #197532; the workaround in "
+                   "docs/concepts.md: torch.from_dlpack, torch.as_tensor or dl.to_framework). "
                    "Strict: a torch that fixes it makes this test fail, so that the page is "
                    "updated.")
-def test_torch_asarray_keeps_the_shape():
-    t = dl.from_dlpack(np.arange(6, dtype=np.float32).reshape(2, 3))
-    assert torch.asarray(t).shape == (2, 3)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32"])
+def test_torch_asarray_reads_the_values(dtype):
+    t = dl.tensor([[1, 2, 3], [4, 5, 6]], dtype=dtype)
+    x = torch.asarray(t)
+    assert x.shape == (2, 3) and x.dtype == getattr(torch, dtype) and x.tolist() == t.tolist()
+
+
+def test_torch_asarray_reads_raw_bytes_as_float32_as_the_docs_say():
+    # What docs/concepts.md describes, pinned: it is torch.frombuffer's reading.
+    t = dl.tensor([1, 2], dtype="int64")
+    x = torch.asarray(t)
+    assert x.dtype == torch.float32 and x.shape == (4,)
+    assert x.tolist() == torch.frombuffer(bytearray(memoryview(t).cast("B")),
+                                          dtype=torch.float32).tolist()
+    for good in (torch.from_dlpack(t), torch.as_tensor(t), dl.to_framework(t, like=torch)):
+        assert good.dtype == torch.int64 and good.tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("like", ["torch", "module", "type", "tensor"])
+def test_to_framework_copies_negative_strides_for_torch(like):
+    # torch 2.13 aborts the interpreter on negative strides (pytorch/pytorch#188023).
+    target = {"torch": "torch", "module": torch, "type": torch.Tensor,
+              "tensor": torch.zeros(1)}[like]
+    t = dl.arange(12.0).reshape((3, 4))
+    for view in (t[::-1], t[:, ::-2], t[::-1, ::-1].T):
+        x = dl.to_framework(view, like=target)
+        assert type(x) is torch.Tensor and x.tolist() == view.tolist()
+        assert x.is_contiguous() and x.data_ptr() != view.data_ptr
+        with pytest.raises(BufferError, match="negative strides"):
+            dl.to_framework(view, like=target, copy=False)
+    forward = t[::2]
+    assert dl.to_framework(forward, like=target).data_ptr() == forward.data_ptr   # shared
+
+
+def test_negative_strides_to_torch_never_abort():
+    # A regression test in a child process: the abort (SIGABRT) would end this run.
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import numpy as np, torch, dlinterop as dl
+        t = dl.from_dlpack(np.arange(6.0).reshape(2, 3)[:, ::-1])
+        print(dl.to_framework(t, like=torch).tolist())
+    """)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[[2.0, 1.0, 0.0], [5.0, 4.0, 3.0]]"
