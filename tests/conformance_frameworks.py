@@ -49,3 +49,39 @@ def careless():
 
 def not_a_framework():
     return 42
+
+
+class _NoDLPackType:
+    """An array of a type its framework cannot export, refused with the wrong exception."""
+
+    def __dlpack__(self, **kwargs):
+        raise TypeError("this dtype has no DLPack code")
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def bit_careless():
+    """A framework that gets bit patterns wrong on purpose: its exports set a flag bit
+    DLPack does not define, hand out sub-byte data one element per byte without saying it
+    is padded, and refuse a type they cannot export with TypeError; its from_dlpack drops the
+    padded flag before reading (so padded data reads as packed)."""
+    import dlinterop as dl
+    from dlinterop.testing._frameworks import _numpy_dtype
+
+    def make(values, dtype):
+        a = np.ascontiguousarray(np.asarray(values).astype(_numpy_dtype(dtype)))
+        d = dl.dtype(dtype)
+        return _conformance.Producer(payload=a.tobytes(), shape=a.shape, code=d.code,
+                                     bits=d.bits, strides=tuple(s // a.itemsize
+                                                                for s in a.strides),
+                                     flags=1 << 9)
+
+    def from_dlpack(obj, **kwargs):
+        if isinstance(obj, _conformance.Producer):
+            obj.flags &= ~4
+        return dl.from_dlpack(obj, **kwargs)
+
+    return Framework("bit_careless", make, from_dlpack,
+                     frozenset({"float32", "float4_e2m1fn", "int4"}),
+                     unexportable=_NoDLPackType)

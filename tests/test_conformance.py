@@ -82,6 +82,28 @@ def test_a_careless_framework_fails_with_reasons():
     dt.assert_conforms(report, allow=[r.rule for r in report.failures()])
 
 
+def test_bit_pattern_rules_catch_a_framework_that_misreads_bits():
+    report = dt.check(dt.framework("conformance_frameworks:bit_careless"))
+    results = {r.rule: r for r in report.results}
+    assert results["producer.flags-known"].result == "fail"
+    assert "0x200" in results["producer.flags-known"].reason
+    for rule in ("producer.dtype-float6-float4", "producer.dtype-subbyte-integers"):
+        assert results[rule].result == "fail" and "read as packed" in results[rule].reason
+    unexportable = results["producer.unexportable-buffer-error"]
+    assert unexportable.result == "fail" and "TypeError" in unexportable.reason
+    padded = results["consumer.subbyte-padded"]
+    assert padded.result == "fail" and "flag was ignored" in padded.reason
+
+
+def test_dlinterop_reads_every_sub_byte_export_exactly():
+    report = dt.check_producer("dlinterop", rules=["producer.dtype-float6-float4",
+                                                   "producer.dtype-subbyte-integers",
+                                                   "producer.flags-known"])
+    assert report.counts() == {"pass": 3, "fail": 0, "n/a": 0}, report.results
+    assert "int4" in {r.rule: r for r in report.results}[
+        "producer.dtype-subbyte-integers"].reason
+
+
 def test_api_rejects_bad_arguments():
     with pytest.raises(ValueError, match="unknown framework"):
         dt.check("no_such_framework")

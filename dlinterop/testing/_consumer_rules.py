@@ -4,7 +4,9 @@ import gc
 
 from dlinterop.testing._frameworks import _np, _numpy_dtype
 from dlinterop.testing._helpers import _code, _native, _nbytes, _values
-from dlinterop.testing._model import READ_ONLY, NotApplicable, _fail, register, rule
+from dlinterop.testing._model import (
+    IS_SUBBYTE_TYPE_PADDED, READ_ONLY, NotApplicable, _fail, register, rule,
+)
 
 def _producer(values=None, dtype="int32", **fields):
     """A native producer of `values` as `dtype`, C-contiguous strides filled, unless
@@ -262,6 +264,28 @@ register('consumer.dtype-bfloat16', _consumer_dtype_rule("bfloat16"),
          "bfloat16")
 register('consumer.dtype-float8', _consumer_dtype_rule("float8_e4m3fn"),
          "float8_e4m3fn")
+
+
+@rule('consumer.subbyte-padded', "padded float4 data (IS_SUBBYTE_TYPE_PADDED) reads one element per byte, or is refused")
+def c_subbyte_padded(fw):
+    try:
+        _numpy_dtype("float4_e2m1fn")
+    except (ImportError, AttributeError, TypeError):
+        raise NotApplicable("ml_dtypes cannot make float4_e2m1fn values here") from None
+    values = _np().array([0.5, 1.0, 1.5, 2.0, 3.0])
+    # ml_dtypes holds one float4 per byte: that is the padded layout.
+    p = _producer(values, dtype="float4_e2m1fn", flags=IS_SUBBYTE_TYPE_PADDED)
+    try:
+        out = fw.from_dlpack(p)
+    except (BufferError, TypeError, ValueError, NotImplementedError) as e:
+        return f"refused ({type(e).__name__})"
+    except Exception as e:
+        _fail(f"refused with {type(e).__name__}, where the standard says BufferError")
+    codes = [b & 0xF for b in p.payload]
+    packed = bytes(codes[i] | (codes[i + 1] << 4 if i + 1 < len(codes) else 0)
+                   for i in range(0, len(codes), 2))
+    if _bytes_of(fw, out) != packed:
+        _fail("padded data read as packed: the values differ (the flag was ignored)")
 
 
 @rule('consumer.copy-true', "copy=True does not share the producer's memory")

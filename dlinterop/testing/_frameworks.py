@@ -18,7 +18,9 @@ class Framework:
     view(kind, values): an array of the framework whose layout is `kind` ("reversed",
     "strided", "broadcast") over `values`, or None when it cannot make one.
     readonly(values): a read-only array, or None when it has none. writable(obj): whether
-    an array may be written (None: cannot say). Missing optional parts make their rules n/a.
+    an array may be written (None: cannot say). unexportable(): an array of the framework
+    whose data type DLPack cannot carry (a string array, a quantized tensor), or None when
+    it has none. Missing optional parts make their rules n/a.
     """
     name: str
     make: Callable[[Any, str], Any]
@@ -28,6 +30,7 @@ class Framework:
     readonly: Callable[[Any], Any] | None = None
     writable: Callable[[Any], bool | None] | None = None
     immutable: bool = False       # its arrays can never be written (JAX, array-api-strict)
+    unexportable: Callable[[], Any] | None = None
 
 
 _STANDARD = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
@@ -37,6 +40,9 @@ _STANDARD = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint
 _ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
               "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e8m0fnu",
               "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn")
+# The packed sub-byte integers (DLPack packs them as it packs float6/float4; ml_dtypes and
+# JAX have them).
+_SUB_BYTE_INTS = ("int1", "int2", "int4", "uint1", "uint2", "uint4")
 
 
 def _np():
@@ -69,7 +75,8 @@ def _numpy_framework():
         return a
 
     return Framework("numpy", lambda v, d: np.asarray(v).astype(_numpy_dtype(d)), np.from_dlpack,
-                     frozenset(_STANDARD), view, readonly, lambda a: bool(a.flags.writeable))
+                     frozenset(_STANDARD), view, readonly, lambda a: bool(a.flags.writeable),
+                     unexportable=lambda: np.array(["text"]))
 
 
 def _torch_framework():
@@ -95,7 +102,9 @@ def _torch_framework():
         return None     # torch has no negative strides
 
     return Framework("torch", make, torch.from_dlpack, frozenset(names), view, None,
-                     lambda x: True)
+                     lambda x: True,
+                     unexportable=lambda: torch.quantize_per_tensor(torch.ones(2), 0.1, 0,
+                                                                    torch.quint8))
 
 
 def _jax_framework():
@@ -104,13 +113,18 @@ def _jax_framework():
     jnp = importlib.import_module("jax.numpy")
     np = _np()
     jax.config.update("jax_enable_x64", True)
-    names = [n for n in _STANDARD + _ML_DTYPES if hasattr(jnp, n if n != "bool" else "bool_")]
+    names = [n for n in _STANDARD + _ML_DTYPES + _SUB_BYTE_INTS
+             if hasattr(jnp, n if n != "bool" else "bool_")]
 
     def make(values, dtype):
         return jnp.asarray(np.asarray(values).astype(_numpy_dtype(dtype)))
 
+    def unexportable():
+        # XLA's S4 has "no DLPack equivalent" in JAX (DLPack's packed int4 is one).
+        return jnp.zeros(4, jnp.int4)
+
     return Framework("jax", make, jnp.from_dlpack, frozenset(names), None, None,
-                     lambda x: False, immutable=True)
+                     lambda x: False, immutable=True, unexportable=unexportable)
 
 
 def _tvm_ffi_framework():
@@ -162,7 +176,8 @@ def _dlinterop_framework():
         return dl.from_dlpack(numpy.readonly(values))
 
     return Framework("dlinterop", make, dl.from_dlpack,
-                     frozenset(_STANDARD + _ML_DTYPES + ("complex32",)), view, readonly,
+                     frozenset(_STANDARD + _ML_DTYPES + _SUB_BYTE_INTS
+                               + ("complex32", "bcomplex32")), view, readonly,
                      lambda t: not t.readonly)
 
 

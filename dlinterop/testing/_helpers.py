@@ -1,7 +1,7 @@
 """What the rules share: reading capsules natively (dlinterop._conformance) and the values
 and bytes a rule compares."""
 from dlinterop.testing._frameworks import _np, _numpy_dtype
-from dlinterop.testing._model import NotApplicable, _fail
+from dlinterop.testing._model import IS_SUBBYTE_TYPE_PADDED, NotApplicable, _fail
 
 def _native():
     from dlinterop import _conformance
@@ -51,3 +51,25 @@ def _versioned(x, **kwargs):
     if not info.get("versioned"):
         raise NotApplicable(f"no versioned capsule for max_version=(1, 3) (got {info['name']!r})")
     return capsule, info
+
+
+def _expected_codes(values, dtype):
+    """The codes of a sub-byte type holding `values` (ml_dtypes keeps one per byte)."""
+    bits = _code(dtype)[1]
+    codes = _np().asarray(values).astype(_numpy_dtype(dtype)).view(_np().uint8)
+    return [int(c) & ((1 << bits) - 1) for c in codes.ravel()]
+
+
+def _capsule_codes(capsule, info):
+    """The codes a C-contiguous capsule of a sub-byte type holds, read as its flags say:
+    one per byte when IS_SUBBYTE_TYPE_PADDED is set, else packed, little bit-endian."""
+    bits = info["dtype"][1]
+    count = 1
+    for extent in info["shape"] or ():
+        count *= extent
+    mask = (1 << bits) - 1
+    if info.get("flags", 0) & IS_SUBBYTE_TYPE_PADDED:
+        _capsule_bytes(capsule, dict(info, dtype=(info["dtype"][0], 8, 1)))
+        return [b & mask for b in _native().read(capsule, count)]
+    packed = int.from_bytes(_capsule_bytes(capsule, info), "little")
+    return [(packed >> (i * bits)) & mask for i in range(count)]

@@ -8,6 +8,8 @@ from typing import Callable
 
 READ_ONLY = 1 << 0
 IS_COPIED = 1 << 1
+IS_SUBBYTE_TYPE_PADDED = 1 << 2
+KNOWN_FLAGS = READ_ONLY | IS_COPIED | IS_SUBBYTE_TYPE_PADDED
 ROLES = ("producer", "consumer")
 
 

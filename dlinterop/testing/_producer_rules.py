@@ -3,11 +3,15 @@ exchange table, against DLPack 1.3 (https://dmlc.github.io/dlpack/latest/python_
 import gc
 import weakref
 
-from dlinterop.testing._frameworks import _ML_DTYPES, _np, _numpy_dtype
+from dlinterop.testing._frameworks import _ML_DTYPES, _SUB_BYTE_INTS, _np, _numpy_dtype
 from dlinterop.testing._helpers import (
-    _capsule_bytes, _code, _expected_bytes, _export, _native, _values, _versioned,
+    _capsule_bytes, _capsule_codes, _code, _expected_bytes, _expected_codes, _export, _native,
+    _values, _versioned,
 )
-from dlinterop.testing._model import IS_COPIED, READ_ONLY, NotApplicable, _fail, register, rule
+from dlinterop.testing._model import (
+    IS_COPIED, IS_SUBBYTE_TYPE_PADDED, KNOWN_FLAGS, READ_ONLY, NotApplicable, _fail, register,
+    rule,
+)
 
 @rule('producer.device', "__dlpack_device__() is a (type, index) pair matching the capsule")
 def p_device(fw):
@@ -209,17 +213,28 @@ def _dtype_rule(names):
                 _numpy_dtype(name)
             except (ImportError, AttributeError, TypeError):
                 continue
-            values = _values(4)
-            x = fw.make(values, name)
+            values = _values(5) - (3 if name.startswith("int") else 0)
+            if name in ("int1", "uint1"):
+                values = values % 2 - (1 if name == "int1" else 0)
+            elif name in ("int2", "uint2"):
+                values = values % 4 - (2 if name == "int2" else 0)
+            try:
+                x = fw.make(values, name)
+            except Exception:
+                continue    # the framework cannot make these values here: nothing to check
             capsule, info = _versioned(x)
             if info["dtype"] != _code(name):
                 _fail(f"{name} exported as DLPack dtype {info['dtype']}, expected {_code(name)}")
-            if _code(name)[1] >= 8:     # sub-byte types: packing is the producer's choice
+            if _code(name)[1] >= 8:
                 if _capsule_bytes(capsule, info) != _expected_bytes(values, name):
                     _fail(f"{name} exported with other bytes")
+            elif _capsule_codes(capsule, info) != _expected_codes(values, name):
+                # Sub-byte data is packed unless the producer sets the padded flag.
+                layout = "padded" if info["flags"] & IS_SUBBYTE_TYPE_PADDED else "packed"
+                _fail(f"{name} read as {layout} (as its flags say) gives other values")
             checked.append(name)
         if not checked:
-            raise NotApplicable("ml_dtypes cannot make these values here")
+            raise NotApplicable(f"neither {fw.name} nor ml_dtypes can make these values here")
         return "checked " + ", ".join(checked)
     return rule
 
@@ -237,7 +252,37 @@ register('producer.dtype-bfloat16', _dtype_rule(["bfloat16"]),
 register('producer.dtype-float8', _dtype_rule([n for n in _ML_DTYPES if n.startswith("float8")]),
          "every float8 type it has")
 register('producer.dtype-float6-float4', _dtype_rule(["float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn"]),
-         "float6 and float4 types it has")
+         "float6 and float4 types it has, read back exactly, packed or padded as flagged")
+register('producer.dtype-subbyte-integers', _dtype_rule(list(_SUB_BYTE_INTS)),
+         "int1/2/4 and uint1/2/4 it has, read back exactly, packed or padded as flagged")
+
+
+@rule('producer.flags-known', "a versioned capsule sets no flag bit DLPack does not define")
+def p_flags_known(fw):
+    _, info = _versioned(fw.make(_values(), "float32"))
+    unknown = info["flags"] & ~KNOWN_FLAGS
+    if unknown:
+        _fail(f"flags {info['flags']:#x} set bits DLPack does not define ({unknown:#x}); a "
+              "consumer cannot know what they change")
+
+
+@rule('producer.unexportable-buffer-error', "a type it cannot export raises BufferError, not TypeError")
+def p_unexportable_buffer_error(fw):
+    if fw.unexportable is None:
+        raise NotApplicable(f"{fw.name} holds only types DLPack carries")
+    x = fw.unexportable()
+    try:
+        x.__dlpack__(max_version=(1, 3))
+    except BufferError as e:
+        return f"BufferError ({str(e).splitlines()[0][:60] if str(e) else ''})"
+    except TypeError as e:
+        _fail(f"TypeError for a type it cannot export: a consumer takes TypeError for 'no "
+              f"max_version keyword' and retries the deprecated unversioned call ({e})")
+    except Exception as e:
+        _fail(f"{type(e).__name__} where the standard says BufferError: "
+              f"{str(e).splitlines()[0][:80] if str(e) else ''}")
+    else:
+        _fail(f"exported {type(x).__name__}, which was meant to be a type it cannot export")
 
 
 def _layout_rule(kind, expected):
