@@ -4,14 +4,17 @@
 # Uses: runtime.pxi, devices.pxi, allocator.pxi, dltensors.pxi, consume.pxi.
 
 cdef extern from "shared_memory.h" nogil:
-    int DLI_SHM_NOT_SEALED
+    int DLI_SHM_NOT_SEGMENT
     int DLI_SHM_TOO_SMALL
+    int DLI_SHM_NO_MEMFD
     int dli_shm_create(size_t nbytes, int* fd_out, void** base_out, size_t* length_out)
     int dli_shm_attach(int fd, size_t length, void** base_out)
     void dli_shm_release(int fd, void* base, size_t length)
+    void dli_shm_pretend_no_memfd(int on)
 
 cdef extern from "<errno.h>":
     int ENOMEM
+    int ENOSYS
 
 cdef extern from "<unistd.h>" nogil:
     int close(int fd)
@@ -48,12 +51,23 @@ cdef class _SharedMemory:
 cdef int _raise_shm_error(int err, str doing) except -1:
     if err == ENOMEM:
         raise MemoryError(f"{doing}: out of memory")
-    if err == DLI_SHM_NOT_SEALED:
+    if err == DLI_SHM_NO_MEMFD:
+        raise OSError(ENOSYS, f"{doing}: shared memory needs memfd_create (Linux 3.17 or "
+                              "later), which this system does not provide or forbids; send "
+                              "a Tensor that is not in shared memory instead (it goes by "
+                              "value)")
+    if err == DLI_SHM_NOT_SEGMENT:
         raise ValueError(f"{doing}: the descriptor is not a dlinterop shared-memory segment "
-                         "(a memfd sealed against shrinking)")
+                         "(a memfd sealed against shrinking, its pages all reserved)")
     if err == DLI_SHM_TOO_SMALL:
         raise ValueError(f"{doing}: the segment is smaller than the length it was sent with")
     raise OSError(err, f"{doing}: {os.strerror(err)}")
+
+
+def _pretend_no_memfd(bint on):
+    """Makes new shared-memory segments fail as on a system without memfd_create (True), or
+    not (False): for tests, on any kernel."""
+    dli_shm_pretend_no_memfd(on)
 
 
 cdef Tensor _allocate_shared(int ndim, const int64_t* shape, DLDataType dt, size_t alignment):

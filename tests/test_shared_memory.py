@@ -1,5 +1,7 @@
 """Tensors in shared memory (dl.share, shared=True) and the handles they cross process
 boundaries as: what a shared Tensor is, and every way a crafted handle must fail cleanly."""
+import errno
+import fcntl
 import os
 import pickle
 import subprocess
@@ -246,6 +248,47 @@ def test_running_out_of_memory_is_memory_error():
     """)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "MemoryError"
+
+
+# -- without memfd ------------------------------------------------------------------------
+
+def test_without_memfd_there_is_no_shared_memory():
+    # A POSIX shared-memory object, the old fallback, cannot be sealed: any process holding
+    # it could shrink it under the others' mappings (SIGBUS).
+    _core._pretend_no_memfd(True)
+    try:
+        with pytest.raises(OSError, match="needs memfd_create") as info:
+            dl.zeros(4, shared=True)
+        assert info.value.errno == errno.ENOSYS
+        with pytest.raises(OSError, match="needs memfd_create"):
+            dl.share(np.arange(3.0))
+    finally:
+        _core._pretend_no_memfd(False)
+    assert dl.zeros(4, shared=True).is_shared
+
+
+def test_a_posix_shared_memory_object_is_not_a_segment():
+    from multiprocessing import shared_memory
+    shm = shared_memory.SharedMemory(create=True, size=8192)
+    try:
+        fd = os.open(f"/dev/shm/{shm.name}", os.O_RDWR)
+        with pytest.raises(ValueError, match="not a dlinterop shared-memory segment"):
+            _core._tensor_from_shared(fd, 8192, 0, (4,), (1,), (2, 32, 1), False)
+        with pytest.raises(OSError):
+            os.fstat(fd)                       # the descriptor it was given, closed
+    finally:
+        shm.close()
+        shm.unlink()
+
+
+def test_a_sealed_segment_with_holes_is_not_a_segment():
+    # Touching a hole allocates a page: mapped, a sparse segment of any size would make its
+    # receiver take the memory its sender never reserved.
+    fd = os.memfd_create("sparse", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, 1 << 40)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
+    with pytest.raises(ValueError, match="its pages all reserved"):
+        _core._tensor_from_shared(fd, 1 << 40, 0, (1 << 38,), (1,), (2, 32, 1), False)
 
 
 def test_a_crafted_cuda_handle_without_a_gpu_is_an_error_not_a_crash():
