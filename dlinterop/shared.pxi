@@ -7,7 +7,9 @@ cdef extern from "shared_memory.h" nogil:
     int DLI_SHM_NOT_SEGMENT
     int DLI_SHM_TOO_SMALL
     int DLI_SHM_NO_MEMFD
-    int dli_shm_create(size_t nbytes, int* fd_out, void** base_out, size_t* length_out)
+    int DLI_SHM_NO_ROOM
+    int dli_shm_create(size_t nbytes, int* fd_out, void** base_out, size_t* length_out,
+                       uint64_t* available_out)
     int dli_shm_attach(int fd, size_t length, void** base_out)
     void dli_shm_release(int fd, void* base, size_t length)
     void dli_shm_pretend_no_memfd(int on)
@@ -48,9 +50,11 @@ cdef class _SharedMemory:
         raise TypeError("a shared-memory segment is not pickled; a Tensor over it is")
 
 
-cdef int _raise_shm_error(int err, str doing) except -1:
+cdef int _raise_shm_error(int err, str doing, uint64_t available=0) except -1:
     if err == ENOMEM:
         raise MemoryError(f"{doing}: out of memory")
+    if err == DLI_SHM_NO_ROOM:
+        raise MemoryError(f"{doing}: {_no_room(available)}")
     if err == DLI_SHM_NO_MEMFD:
         raise OSError(ENOSYS, f"{doing}: shared memory needs memfd_create (Linux 3.17 or "
                               "later), which this system does not provide or forbids; send "
@@ -80,11 +84,13 @@ cdef Tensor _allocate_shared(int ndim, const int64_t* shape, DLDataType dt, size
     cdef int fd = -1
     cdef void* base = NULL
     cdef size_t length = 0
+    cdef uint64_t available
     cdef int err
     with nogil:   # reserving the pages takes as long as zeroing them
-        err = dli_shm_create(<size_t>nbytes + extra, &fd, &base, &length)
+        err = dli_shm_create(<size_t>nbytes + extra, &fd, &base, &length, &available)
     if err != 0:
-        _raise_shm_error(err, f"cannot make a shared-memory segment of {nbytes} bytes")
+        _raise_shm_error(err, f"cannot make a shared-memory segment of {nbytes} bytes",
+                         available)
     segment.fd = fd
     segment.base = base
     segment.length = length

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "memory_limits.h"
 #include "runtime.h"
 
 #ifndef MFD_CLOEXEC
@@ -23,6 +24,9 @@
 #define F_SEAL_GROW 0x0004
 #endif
 
+/* How much of a segment is reserved between two checks that the rest still fits. */
+#define RESERVE_STEP ((size_t)DLI_MEMORY_CHECK_FROM)
+
 static _Atomic int pretend_no_memfd = 0;
 
 static size_t page_size(void) {
@@ -30,20 +34,41 @@ static size_t page_size(void) {
   return size > 0 ? (size_t)size : 4096;
 }
 
-int dli_shm_create(size_t nbytes, int* fd_out, void** base_out, size_t* length_out) {
+/* Reserves the segment's pages (fallocate gives a memfd zeroed pages without mapping them)
+   RESERVE_STEP at a time, checking before each step that the rest still fits: where other
+   processes take the memory meanwhile, this fails with DLI_SHM_NO_ROOM instead of the
+   kernel's OOM killer choosing a process to end (the segment's pages count towards no
+   process's size, so the one it chose would be another). 0 or an error. */
+static int reserve(int fd, size_t length, uint64_t* available) {
+  size_t done = 0;
+  while (done < length) {
+    size_t step = length - done < RESERVE_STEP ? length - done : RESERVE_STEP;
+    if (done > 0 && !dli_memory_fits_now(length - done, available)) return DLI_SHM_NO_ROOM;
+    if (fallocate(fd, 0, (off_t)done, (off_t)step) != 0) {
+      if (errno == EINTR) continue; /* the kernel undid this step; its signal is handled */
+      return errno == ENOSPC ? ENOMEM : errno;
+    }
+    done += step;
+  }
+  return 0;
+}
+
+int dli_shm_create(size_t nbytes, int* fd_out, void** base_out, size_t* length_out,
+                   uint64_t* available_out) {
   size_t page = page_size();
   size_t length = nbytes == 0 ? page : (nbytes + page - 1) / page * page;
   void* base = NULL;
   int fd, err = 0;
-  if (length < nbytes || length > (size_t)INT64_MAX) return ENOMEM;
+  /* Refused before anything is made: what cannot fit never touches a page. */
+  if (length < nbytes) length = SIZE_MAX; /* rounding up wrapped: more than any machine has */
+  if (!dli_memory_fits_now(length, available_out) || length > (size_t)INT64_MAX) {
+    return DLI_SHM_NO_ROOM;
+  }
   if (atomic_load(&pretend_no_memfd)) return DLI_SHM_NO_MEMFD;
   fd = memfd_create("dlinterop", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return errno == ENOSYS || errno == EPERM ? DLI_SHM_NO_MEMFD : errno;
   if (ftruncate(fd, (off_t)length) != 0) err = errno;
-  /* Reserve the pages now (fallocate gives a memfd zeroed pages without mapping them):
-     out of memory is then ENOSPC/ENOMEM here, not SIGBUS at first write. */
-  if (err == 0) err = posix_fallocate(fd, 0, (off_t)length);
-  if (err == ENOSPC) err = ENOMEM;
+  if (err == 0) err = reserve(fd, length, available_out);
   if (err == 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     err = errno;
   }

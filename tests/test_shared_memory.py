@@ -236,18 +236,84 @@ def test_running_out_of_descriptors_is_os_error():
     assert proc.stdout.split()[0] == "OSError"
 
 
-def test_running_out_of_memory_is_memory_error():
+def test_segments_larger_than_memory_are_refused_before_any_page():
+    # 256 GiB and more, refused before a page is reserved: reserving them filled the
+    # machine, and the OOM killer ended other processes first (a segment's pages count
+    # towards no process's size). RLIMIT_FSIZE, which memfds obey, turns a refusal that did
+    # not happen into EFBIG rather than a machine out of memory (RLIMIT_AS would fail any
+    # mapping, and prove nothing).
     proc = run_apart("""
         import resource
+        import numpy as np
         import dlinterop as dl
-        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-        try:
-            dl.zeros(1 << 31, "uint8", shared=True)
-        except MemoryError:
-            print("MemoryError")
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
+        huge = 1 << 38
+        makers = [
+            lambda: dl.zeros(huge, "uint8", shared=True),
+            lambda: dl.empty(huge, "uint8", shared=True),
+            lambda: dl.ones(huge // 4, "float32", shared=True),
+            lambda: dl.full(huge // 8, 2.0, "float64", shared=True),
+            lambda: dl.full(huge * 2, 1.0, dl.float4_e2m1fn, shared=True),
+            lambda: dl.zeros(16, shared=True, alignment=huge),
+            lambda: dl.share(np.broadcast_to(np.zeros(1, np.uint8), (huge,))),
+            lambda: dl.zeros(1 << 59, "uint8", shared=True),
+        ]
+        for make in makers:
+            try:
+                make()
+                print("made")
+            except MemoryError as e:
+                print("without the kernel taking memory from another" in str(e))
+        print(dl.memory_stats()["total_allocations"])
     """)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "MemoryError"
+    assert proc.stdout.split() == ["True"] * 8 + ["0"]
+
+
+def test_a_segment_beyond_the_memory_available_now_is_refused(machine):
+    machine({"MemTotal": 8 << 30, "MemAvailable": 100 << 20})
+    with pytest.raises(MemoryError, match=f"can take {100 << 20} bytes now"):
+        dl.zeros(128 << 20, "uint8", shared=True)
+    assert dl.zeros(32 << 20, "uint8", shared=True).is_shared   # too small to check
+
+
+def test_a_segment_stops_reserving_when_others_take_the_memory_meanwhile():
+    # /proc/meminfo a FIFO: the machine has 1 GiB available when the 192 MiB segment is
+    # asked for, 32 MiB when 64 MiB of it are reserved. The rest no longer fits: a
+    # MemoryError, not the OOM killer.
+    proc = run_apart("""
+        import os, tempfile, threading
+        import dlinterop as dl
+        from dlinterop import _core
+        root = tempfile.mkdtemp()
+        os.makedirs(f"{root}/proc/self")
+        open(f"{root}/proc/self/cgroup", "w").close()
+        meminfo = f"{root}/proc/meminfo"
+        os.mkfifo(meminfo)
+        served = []
+
+        def serve(available):
+            for size in available:
+                with open(meminfo, "w") as f:      # waits for the next read
+                    f.write(f"MemTotal: {8 << 20} kB\\nMemAvailable: {size >> 10} kB\\n")
+                served.append(size)
+                while True:                        # until that reader has closed it
+                    try:
+                        os.close(os.open(meminfo, os.O_WRONLY | os.O_NONBLOCK))
+                    except OSError:
+                        break
+
+        writer = threading.Thread(target=serve, args=([1 << 30, 32 << 20],), daemon=True)
+        writer.start()
+        _core._read_memory_limits_from(f"{root}/proc", f"{root}/sys")
+        try:
+            dl.zeros(192 << 20, "uint8", shared=True)
+            print("made")
+        except MemoryError as e:
+            print("refused", len(served), dl.memory_stats()["live_bytes"])
+    """, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["refused", "2", "0"]
 
 
 # -- without memfd ------------------------------------------------------------------------
