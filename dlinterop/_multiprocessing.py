@@ -3,11 +3,13 @@
 multiprocessing pickles what it sends with its ForkingPickler, whose reducers can pass a
 file descriptor to the receiving process (multiprocessing.reduction.DupFd: SCM_RIGHTS over
 a socket, or the descriptor handed to a spawned child at start). A Tensor whose memory is a
-shared-memory segment (dl.share, shared=True) is reduced to that segment's descriptor and
-its layout, and arrives as a Tensor over the same memory; any other Tensor goes by value,
-as pickle sends it. Ordinary pickling (pickle.dumps) is left alone: it always goes by value.
+shared-memory segment (dl.share, shared=True) is reduced to that segment and its layout in
+it; the segment to its descriptor and length, once per message however many Tensors over it
+the message holds (a spawned child inherits each descriptor once: one owner for each). It
+arrives as a Tensor over the same memory; any other Tensor goes by value, as pickle sends
+it. Ordinary pickling (pickle.dumps) is left alone: it always goes by value.
 
-The reducer is registered with ForkingPickler as soon as multiprocessing.reduction is
+The reducers are registered with ForkingPickler as soon as multiprocessing.reduction is
 imported, without importing it here: import dlinterop must not import multiprocessing (it
 costs milliseconds), so until it is imported an import hook waits for it (_after_import).
 """
@@ -24,19 +26,29 @@ def _reduce_tensor(tensor):
     handle = _core._shared_handle(tensor)
     if handle is None:
         return tensor.__reduce_ex__(4)   # by value, in the pickle
+    return (_rebuild_tensor, handle)
+
+
+def _reduce_segment(segment):
     from multiprocessing import reduction
 
-    fd, *layout = handle
-    return (_rebuild_tensor, (reduction.DupFd(fd), *layout))
+    return (_rebuild_segment, (reduction.DupFd(segment.fd), segment.length))
 
 
-def _rebuild_tensor(dup_fd, length, offset, shape, strides, dtype_triple, readonly):
-    """In the receiving process: the Tensor over the segment the sender's descriptor names
-    (every part of the handle is checked: a pickle can be written by anyone)."""
+def _rebuild_segment(dup_fd, length):
+    """In the receiving process: the segment the sender's descriptor names, mapped (its
+    length is checked against the segment: a pickle can be written by anyone)."""
     from dlinterop import _core
 
-    return _core._tensor_from_shared(dup_fd.detach(), length, offset, shape, strides,
-                                     dtype_triple, readonly)
+    return _core._segment_from_fd(dup_fd.detach(), length)
+
+
+def _rebuild_tensor(segment, offset, shape, strides, dtype_triple, readonly):
+    """In the receiving process: the Tensor over a segment received (every part of the
+    layout is checked)."""
+    from dlinterop import _core
+
+    return _core._tensor_in_segment(segment, offset, shape, strides, dtype_triple, readonly)
 
 
 # CUDA Tensors sent and not yet let go by every receiver: (tensor, receivers' count, event,
@@ -96,10 +108,11 @@ def _register(reduction):
     from dlinterop import _core
 
     reduction.ForkingPickler.register(_core.Tensor, _reduce_tensor)
+    reduction.ForkingPickler.register(_core._SharedMemory, _reduce_segment)
 
 
 def install():
-    """Registers the reducer now when multiprocessing.reduction is imported already, else
+    """Registers the reducers now when multiprocessing.reduction is imported already, else
     when it will be."""
     from dlinterop._after_import import when_imported
 

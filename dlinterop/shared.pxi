@@ -1,6 +1,6 @@
 # Provides: Tensors in shared memory, which other processes can map (_SharedMemory, the
 # owner of every Tensor over one segment; _allocate_shared), and the handle they cross
-# process boundaries as (_shared_handle, _tensor_from_shared).
+# process boundaries as (_shared_handle out; _segment_from_fd, _tensor_in_segment in).
 # Uses: runtime.pxi, devices.pxi, allocator.pxi, dltensors.pxi, consume.pxi.
 
 cdef extern from "shared_memory.h" nogil:
@@ -33,9 +33,9 @@ cdef class _SharedMemory:
     process, held by every Tensor and view over it. Its descriptor is kept open so that
     the segment can be sent to another process again; both go when the last holder does,
     and the memory when every process has let go."""
-    cdef int fd          # -1 until mapped
+    cdef readonly int fd          # -1 until mapped; what is sent to another process
     cdef void* base
-    cdef size_t length
+    cdef readonly size_t length   # bytes mapped from base, a whole number of pages
 
     def __cinit__(self):
         self.fd = -1
@@ -114,57 +114,62 @@ cdef _SharedMemory _shared_memory_of(Tensor t):
 
 
 def _shared_handle(Tensor t not None):
-    """What a Tensor over shared memory crosses a process boundary as: (descriptor, segment
-    length, byte offset of element 0, shape, strides, (code, bits, lanes), readonly); None
-    for a Tensor whose memory is not shared."""
+    """What a Tensor over shared memory crosses a process boundary as: (segment, byte offset
+    of element 0 in it, shape, strides, (code, bits, lanes), readonly), the segment being
+    the _SharedMemory whose descriptor and length are sent (once per message, however many
+    Tensors over it the message holds); None for a Tensor whose memory is not shared."""
     cdef _SharedMemory segment = _shared_memory_of(t)
     if segment is None:
         return None
     offset = <uintptr_t>t.dl.data + t.dl.byte_offset - <uintptr_t>segment.base
-    return (segment.fd, segment.length, offset, t.shape, t.strides,
+    return (segment, offset, t.shape, t.strides,
             (t.dl.dtype.code, t.dl.dtype.bits, t.dl.dtype.lanes), t.readonly)
 
 
-cdef void _close_quietly(int fd) noexcept:
-    """Closes a descriptor we were handed, whatever it is (a bad one is the error reported)."""
-    with nogil:
-        close(fd)
-
-
-def _tensor_from_shared(int fd, length, offset, shape, strides, dtype_triple, readonly):
-    """The Tensor a handle describes, over the segment whose descriptor `fd` another
-    process sent; takes the descriptor (closed on failure too). The handle came through a
-    pickle, which anyone can write: every part is checked, the descriptor must be a sealed
-    segment at least `length` long, and the tensor must lie inside it."""
-    cdef int64_t dims[MAX_NDIM]
-    cdef int64_t steps[MAX_NDIM]
-    cdef int ndim, i, err
+def _segment_from_fd(int fd, length):
+    """The segment whose descriptor another process sent, mapped: takes the descriptor,
+    which must be ours alone (closed on failure too). The handle came through a pickle,
+    which anyone can write: the descriptor must be a sealed segment, its pages reserved,
+    at least `length` bytes long."""
     cdef void* base = NULL
-    cdef DLTensor dl
-    cdef _SharedMemory segment
-    try:
-        if (type(length) is not int or type(offset) is not int or type(readonly) is not bool
-                or type(dtype_triple) is not tuple or type(strides) is not tuple):
-            raise TypeError("a shared Tensor's handle is (descriptor, length, offset, shape, "
-                            "strides, (code, bits, lanes), readonly)")
-        dt = dtype(dtype_triple)
-        ndim = dims_from_python(shape, dims, True)
-        if dims_from_python(strides, steps, True) != ndim:
-            raise ValueError(f"{len(strides)} strides for a shape of {ndim} dimensions")
-        if not (0 < length <= INT64_MAX) or not (0 <= offset <= length):
-            raise ValueError(f"a segment of {length} bytes has no offset {offset}")
-    except BaseException:
-        _close_quietly(fd)
-        raise
+    cdef int err
+    if type(length) is not int or not 0 < length <= INT64_MAX:
+        with nogil:
+            close(fd)
+        raise ValueError(f"a shared-memory segment's length is a positive int, not {length!r}")
     err = dli_shm_attach(fd, <size_t>length, &base)
     if err != 0:
-        _close_quietly(fd)
+        with nogil:
+            close(fd)
         _raise_shm_error(err, "cannot map the shared-memory segment")
-    segment = _SharedMemory.__new__(_SharedMemory)
+    cdef _SharedMemory segment = _SharedMemory.__new__(_SharedMemory)
     segment.fd = fd
     segment.base = base
     segment.length = <size_t>length
-    dl.data = <char*>base + <Py_ssize_t>offset
+    return segment
+
+
+def _tensor_in_segment(_SharedMemory segment not None, offset, shape, strides, dtype_triple,
+                       readonly):
+    """The Tensor a handle describes over a segment received: every part is checked (a
+    pickle can be written by anyone), and the tensor must lie inside the segment."""
+    cdef int64_t dims[MAX_NDIM]
+    cdef int64_t steps[MAX_NDIM]
+    cdef int ndim
+    cdef DLTensor dl
+    if segment.fd < 0:
+        raise ValueError("a shared Tensor's segment is one mapped by _segment_from_fd")
+    if (type(offset) is not int or type(readonly) is not bool or type(dtype_triple) is not tuple
+            or type(strides) is not tuple):
+        raise TypeError("a shared Tensor's handle is (segment, offset, shape, strides, "
+                        "(code, bits, lanes), readonly)")
+    dt = dtype(dtype_triple)
+    ndim = dims_from_python(shape, dims, True)
+    if dims_from_python(strides, steps, True) != ndim:
+        raise ValueError(f"{len(strides)} strides for a shape of {ndim} dimensions")
+    if not 0 <= offset <= segment.length:
+        raise ValueError(f"a segment of {segment.length} bytes has no offset {offset}")
+    dl.data = <char*>segment.base + <Py_ssize_t>offset
     dl.device = _CPU
     dl.ndim = ndim
     dl.dtype = (<DType>dt).dl
@@ -172,10 +177,18 @@ def _tensor_from_shared(int fd, length, offset, shape, strides, dtype_triple, re
     dl.strides = steps
     dl.byte_offset = 0
     _validate_dltensor(&dl)
-    _check_inside(&dl, offset, length)
+    _check_inside(&dl, offset, segment.length)
     cdef Tensor t = _wrap_dltensor(&dl, DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0)
     t.owner_ref = segment
     return t
+
+
+def _tensor_from_shared(int fd, length, offset, shape, strides, dtype_triple, readonly):
+    """The Tensor a handle describes, over the segment whose descriptor `fd` another
+    process sent: _segment_from_fd, then _tensor_in_segment (takes the descriptor, closed
+    on failure too)."""
+    return _tensor_in_segment(_segment_from_fd(fd, length), offset, shape, strides,
+                              dtype_triple, readonly)
 
 
 def _shared_counter_add(Tensor counter not None, int64_t delta):

@@ -99,8 +99,9 @@ def test_process_pool_executor(ctx):
 def test_layout_dtype_and_read_only_are_kept(ctx):
     from dlinterop import _core
     t = dl.full((16,), 1.0, "float32", shared=True)
-    fd, length, offset, shape, strides, triple, _ = _core._shared_handle(t)
-    view = _core._tensor_from_shared(os.dup(fd), length, 8, (3,), (2,), triple, True)
+    segment, offset, shape, strides, triple, _ = _core._shared_handle(t)
+    view = _core._tensor_from_shared(os.dup(segment.fd), segment.length, 8, (3,), (2,), triple,
+                                     True)
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
         seen = pool.submit(mp_workers.describe, view).result(timeout=60)
     assert seen == (True, (3,), (2,), "float32", True, [1.0, 1.0, 1.0])
@@ -120,6 +121,23 @@ def test_a_tensor_not_in_shared_memory_goes_by_value(ctx):
         back = pool.submit(mp_workers.add_one, t).result(timeout=60)
     assert values(t) == [1.0, 1.0, 1.0] and values(back) == [2.0, 2.0, 2.0]
     assert not back.is_shared
+
+
+def test_views_of_one_segment_cross_as_one_segment(ctx):
+    # Process arguments under spawn once named its descriptor twice (multiprocessing
+    # refused to start the child); each view arriving with an owner of its own would close
+    # the descriptor twice.
+    t = dl.zeros((4,), shared=True)
+    view = dl.from_dlpack(t)
+    q = ctx.Queue()
+    p = ctx.Process(target=mp_workers.put_result, args=(q, mp_workers.same_segment, t, view))
+    p.start()
+    try:
+        assert q.get(timeout=60) is True
+    finally:
+        p.join(60)
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        assert pool.submit(mp_workers.same_segment, t, view).result(timeout=60) is True
 
 
 def test_import_dlinterop_alone_registers_the_handle():
@@ -178,8 +196,7 @@ def test_a_killed_child_leaves_nothing_behind(ctx):
     assert _open_segment_fds() == fds_before
     if os.path.isdir("/dev/shm"):
         assert not [n for n in set(os.listdir("/dev/shm")) - shm_before if "dlinterop" in n]
-    fd = dl._core._shared_handle(t)[0]
-    os.fstat(fd)                                 # the parent's segment is intact
+    os.fstat(dl._core._shared_handle(t)[0].fd)   # the parent's segment is intact
 
 
 def test_the_pages_example_runs(tmp_path):

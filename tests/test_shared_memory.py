@@ -124,8 +124,8 @@ def test_ordinary_pickle_goes_by_value():
 
 def test_a_handle_rebuilds_a_tensor_over_the_same_memory():
     t = dl.full((2, 3), 1.0, shared=True)
-    fd, *layout = _core._shared_handle(t)
-    u = _core._tensor_from_shared(os.dup(fd), *layout)
+    segment, *layout = _core._shared_handle(t)
+    u = _core._tensor_from_shared(os.dup(segment.fd), segment.length, *layout)
     assert u.is_shared and (u.shape, u.strides, u.dtype) == (t.shape, t.strides, t.dtype)
     np.from_dlpack(u)[1, 2] = 9.0
     assert values(t)[1][2] == 9.0
@@ -133,18 +133,21 @@ def test_a_handle_rebuilds_a_tensor_over_the_same_memory():
 
 def test_a_handle_keeps_the_offset_and_strides_of_a_view():
     t = dl.full((16,), 1.0, shared=True)
-    fd, length, offset, shape, strides, triple, readonly = _core._shared_handle(t)
-    view = _core._tensor_from_shared(os.dup(fd), length, 8, (3,), (2,), triple, readonly)
+    segment, offset, shape, strides, triple, readonly = _core._shared_handle(t)
+    view = _core._tensor_from_shared(os.dup(segment.fd), segment.length, 8, (3,), (2,),
+                                     triple, readonly)
     np.from_dlpack(view)[:] = [5.0, 6.0, 7.0]
     assert values(t)[2:7] == [5.0, 1.0, 6.0, 1.0, 7.0]
     again = _core._shared_handle(dl.from_dlpack(view))
-    assert again[1:] == (length, 8, (3,), (2,), triple, readonly)
+    assert again[0].length == segment.length
+    assert again[1:] == (8, (3,), (2,), triple, readonly)
 
 
 def test_a_read_only_handle_gives_a_read_only_tensor():
     t = dl.zeros(4, shared=True)
-    fd, length, offset, shape, strides, triple, _ = _core._shared_handle(t)
-    u = _core._tensor_from_shared(os.dup(fd), length, offset, shape, strides, triple, True)
+    segment, offset, shape, strides, triple, _ = _core._shared_handle(t)
+    u = _core._tensor_from_shared(os.dup(segment.fd), segment.length, offset, shape, strides,
+                                  triple, True)
     assert u.readonly and u.readonly_reason == "flag"
 
 
@@ -153,8 +156,10 @@ def test_no_handle_for_memory_that_is_not_shared():
 
 
 def _handle():
+    """A shared Tensor and its handle, the segment given as (descriptor, length)."""
     t = dl.zeros(16, shared=True)
-    return t, _core._shared_handle(t)
+    segment, *layout = _core._shared_handle(t)
+    return t, (segment.fd, segment.length, *layout)
 
 
 CRAFTED = {
