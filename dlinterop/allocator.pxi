@@ -1,6 +1,18 @@
-# Provides: dlinterop's allocator: the one size rule for every new buffer, _allocate and
+# Provides: dlinterop's allocator: the one size rule for every new buffer, the memory
+# limits every allocation is checked against (src/memory_limits.h), _allocate and
 # empty_tensor, the allocator of the exchange table, and memory_stats with its counters.
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, cuda.pxi (device memory).
+
+cdef extern from "memory_limits.h" nogil:
+    ctypedef struct dli_memory_room:
+        uint64_t available
+        uint64_t ceiling
+    uint64_t DLI_MEMORY_UNKNOWN
+    void dli_memory_room_read(dli_memory_room* out)
+    int dli_memory_fits_now(uint64_t nbytes, uint64_t* available_out)
+    uint64_t dli_memory_ceiling()
+    int dli_memory_set_roots(const char* proc_root, const char* sys_root)
+
 
 # Capsules made and not yet released (changed atomically: deleters run on any thread).
 cdef Py_ssize_t _live_exports = 0
@@ -113,10 +125,57 @@ cdef Tensor _allocate(int ndim, const int64_t* shape, DLDataType dt, DLDevice de
     if device.device_type == kDLCPU:
         t.dl.data = dli_host_alloc(t.alloc_nbytes, alignment, zero, &t.alloc_base)
         if t.dl.data == NULL:
-            raise MemoryError(f"cannot allocate {t.alloc_nbytes} bytes")
+            _raise_host_out_of_memory(t.alloc_nbytes)
     else:
+        _check_pinned_room(t.alloc_nbytes, device)
         t.dl.data = _device_alloc(t.alloc_nbytes, alignment, zero, device, &t.alloc_base)
     return t
+
+
+cdef int _check_pinned_room(size_t nbytes, DLDevice device) except -1:
+    """MemoryError for pinned host memory that does not fit now: pinning takes the pages at
+    once, as a shared segment does."""
+    cdef uint64_t available
+    if device.device_type == kDLCUDAHost and not dli_memory_fits_now(nbytes, &available):
+        raise MemoryError(f"cannot pin {nbytes} bytes of host memory: {_no_room(available)}")
+    return 0
+
+
+cdef int _raise_host_out_of_memory(size_t nbytes) except -1:
+    cdef uint64_t ceiling = dli_memory_ceiling()
+    if nbytes > ceiling:
+        raise MemoryError(f"cannot allocate {nbytes} bytes: this process can never have more "
+                          f"than {ceiling} (the machine's memory and swap, within the limit "
+                          "of its memory cgroup)")
+    raise MemoryError(f"cannot allocate {nbytes} bytes")
+
+
+cdef str _no_room(uint64_t available):
+    """Why memory whose pages are taken when it is made (dli_memory_fits_now) was refused."""
+    room = "no size that large" if available == DLI_MEMORY_UNKNOWN else f"{available} bytes"
+    return (f"this process can take {room} now without the kernel taking memory from another "
+            "(the machine's available memory and free swap, within the limit of its memory "
+            "cgroup)")
+
+
+def _memory_room():
+    """(available, ceiling) in bytes: what this process can take now without the kernel
+    taking it from another, and the most it could ever have; None where unknown. The
+    allocators' rule (src/memory_limits.h says what is read)."""
+    cdef dli_memory_room room
+    dli_memory_room_read(&room)
+    return (None if room.available == DLI_MEMORY_UNKNOWN else room.available,
+            None if room.ceiling == DLI_MEMORY_UNKNOWN else room.ceiling)
+
+
+def _read_memory_limits_from(str proc_root=None, str sys_root=None):
+    """From now on, reads the memory limits from file trees laid out as /proc and /sys
+    (None: those): how the tests give the allocators any machine and cgroup."""
+    proc = os.fsencode(proc_root) if proc_root is not None else None
+    sys_ = os.fsencode(sys_root) if sys_root is not None else None
+    if dli_memory_set_roots(<const char*>proc if proc is not None else NULL,
+                            <const char*>sys_ if sys_ is not None else NULL) != 0:
+        raise ValueError("a root to read memory limits under is at most 1023 bytes long")
 
 
 cdef Tensor empty_tensor(int ndim, const int64_t* shape, DLDataType dtype, DLDevice device):
@@ -150,6 +209,7 @@ cdef int _xapi_allocator(DLTensor* prototype, DLManagedTensorVersioned** out, vo
     """A new C-contiguous tensor shaped like `prototype`, without touching Python."""
     cdef AllocatedTensor* block
     cdef int64_t nbytes
+    cdef uint64_t available
     cdef int ndim = prototype.ndim
     if _buffer_size(ndim, prototype.shape, prototype.dtype, &nbytes) != SIZE_OK:
         set_error(error_ctx, "ValueError", "dlinterop allocator: bad ndim, shape or data type")
@@ -165,6 +225,9 @@ cdef int _xapi_allocator(DLTensor* prototype, DLManagedTensorVersioned** out, vo
     if prototype.device.device_type == kDLCPU:
         block.managed.dl_tensor.data = dli_host_alloc(block.nbytes, DEFAULT_ALIGNMENT, 0,
                                                       &block.base)
+    elif (prototype.device.device_type == kDLCUDAHost
+          and not dli_memory_fits_now(block.nbytes, &available)):
+        block.managed.dl_tensor.data = NULL   # pinned memory that does not fit now
     else:
         block.managed.dl_tensor.data = _device_alloc_nogil(block.nbytes, prototype.device,
                                                            &block.base)

@@ -252,7 +252,10 @@ def share(x):
     multiprocessing (a Queue, a Pipe, a Pool, Process arguments,
     concurrent.futures.ProcessPoolExecutor), a shared Tensor arrives as a Tensor over the
     same memory: writes on either side are seen by the other, and the memory lives while any
-    process holds it. Pickled any other way it goes by value."""
+    process holds it. Pickled any other way it goes by value. Host shared memory must fit in
+    what this process can take now (MemoryError before any page is reserved otherwise), and
+    needs memfd_create (OSError where the system has none); docs/processes.md has both
+    rules."""
     cdef Tensor t = x if type(x) is Tensor else _from_dlpack(x, None, None, None)
     if _shared_memory_of(t) is not None or _is_cuda_ipc_memory(t):
         return t

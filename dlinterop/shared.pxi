@@ -1,17 +1,22 @@
 # Provides: Tensors in shared memory, which other processes can map (_SharedMemory, the
 # owner of every Tensor over one segment; _allocate_shared), and the handle they cross
-# process boundaries as (_shared_handle, _tensor_from_shared).
+# process boundaries as (_shared_handle out; _segment_from_fd, _tensor_in_segment in).
 # Uses: runtime.pxi, devices.pxi, allocator.pxi, dltensors.pxi, consume.pxi.
 
 cdef extern from "shared_memory.h" nogil:
-    int DLI_SHM_NOT_SEALED
+    int DLI_SHM_NOT_SEGMENT
     int DLI_SHM_TOO_SMALL
-    int dli_shm_create(size_t nbytes, int* fd_out, void** base_out, size_t* length_out)
+    int DLI_SHM_NO_MEMFD
+    int DLI_SHM_NO_ROOM
+    int dli_shm_create(size_t nbytes, int* fd_out, void** base_out, size_t* length_out,
+                       uint64_t* available_out)
     int dli_shm_attach(int fd, size_t length, void** base_out)
     void dli_shm_release(int fd, void* base, size_t length)
+    void dli_shm_pretend_no_memfd(int on)
 
 cdef extern from "<errno.h>":
     int ENOMEM
+    int ENOSYS
 
 cdef extern from "<unistd.h>" nogil:
     int close(int fd)
@@ -28,9 +33,9 @@ cdef class _SharedMemory:
     process, held by every Tensor and view over it. Its descriptor is kept open so that
     the segment can be sent to another process again; both go when the last holder does,
     and the memory when every process has let go."""
-    cdef int fd          # -1 until mapped
+    cdef readonly int fd          # -1 until mapped; what is sent to another process
     cdef void* base
-    cdef size_t length
+    cdef readonly size_t length   # bytes mapped from base, a whole number of pages
 
     def __cinit__(self):
         self.fd = -1
@@ -45,15 +50,28 @@ cdef class _SharedMemory:
         raise TypeError("a shared-memory segment is not pickled; a Tensor over it is")
 
 
-cdef int _raise_shm_error(int err, str doing) except -1:
+cdef int _raise_shm_error(int err, str doing, uint64_t available=0) except -1:
     if err == ENOMEM:
         raise MemoryError(f"{doing}: out of memory")
-    if err == DLI_SHM_NOT_SEALED:
+    if err == DLI_SHM_NO_ROOM:
+        raise MemoryError(f"{doing}: {_no_room(available)}")
+    if err == DLI_SHM_NO_MEMFD:
+        raise OSError(ENOSYS, f"{doing}: shared memory needs memfd_create (Linux 3.17 or "
+                              "later), which this system does not provide or forbids; send "
+                              "a Tensor that is not in shared memory instead (it goes by "
+                              "value)")
+    if err == DLI_SHM_NOT_SEGMENT:
         raise ValueError(f"{doing}: the descriptor is not a dlinterop shared-memory segment "
-                         "(a memfd sealed against shrinking)")
+                         "(a memfd sealed against shrinking, its pages all reserved)")
     if err == DLI_SHM_TOO_SMALL:
         raise ValueError(f"{doing}: the segment is smaller than the length it was sent with")
     raise OSError(err, f"{doing}: {os.strerror(err)}")
+
+
+def _pretend_no_memfd(bint on):
+    """Makes new shared-memory segments fail as on a system without memfd_create (True), or
+    not (False): for tests, on any kernel."""
+    dli_shm_pretend_no_memfd(on)
 
 
 cdef Tensor _allocate_shared(int ndim, const int64_t* shape, DLDataType dt, size_t alignment):
@@ -66,11 +84,13 @@ cdef Tensor _allocate_shared(int ndim, const int64_t* shape, DLDataType dt, size
     cdef int fd = -1
     cdef void* base = NULL
     cdef size_t length = 0
+    cdef uint64_t available
     cdef int err
     with nogil:   # reserving the pages takes as long as zeroing them
-        err = dli_shm_create(<size_t>nbytes + extra, &fd, &base, &length)
+        err = dli_shm_create(<size_t>nbytes + extra, &fd, &base, &length, &available)
     if err != 0:
-        _raise_shm_error(err, f"cannot make a shared-memory segment of {nbytes} bytes")
+        _raise_shm_error(err, f"cannot make a shared-memory segment of {nbytes} bytes",
+                         available)
     segment.fd = fd
     segment.base = base
     segment.length = length
@@ -94,57 +114,62 @@ cdef _SharedMemory _shared_memory_of(Tensor t):
 
 
 def _shared_handle(Tensor t not None):
-    """What a Tensor over shared memory crosses a process boundary as: (descriptor, segment
-    length, byte offset of element 0, shape, strides, (code, bits, lanes), readonly); None
-    for a Tensor whose memory is not shared."""
+    """What a Tensor over shared memory crosses a process boundary as: (segment, byte offset
+    of element 0 in it, shape, strides, (code, bits, lanes), readonly), the segment being
+    the _SharedMemory whose descriptor and length are sent (once per message, however many
+    Tensors over it the message holds); None for a Tensor whose memory is not shared."""
     cdef _SharedMemory segment = _shared_memory_of(t)
     if segment is None:
         return None
     offset = <uintptr_t>t.dl.data + t.dl.byte_offset - <uintptr_t>segment.base
-    return (segment.fd, segment.length, offset, t.shape, t.strides,
+    return (segment, offset, t.shape, t.strides,
             (t.dl.dtype.code, t.dl.dtype.bits, t.dl.dtype.lanes), t.readonly)
 
 
-cdef void _close_quietly(int fd) noexcept:
-    """Closes a descriptor we were handed, whatever it is (a bad one is the error reported)."""
-    with nogil:
-        close(fd)
-
-
-def _tensor_from_shared(int fd, length, offset, shape, strides, dtype_triple, readonly):
-    """The Tensor a handle describes, over the segment whose descriptor `fd` another
-    process sent; takes the descriptor (closed on failure too). The handle came through a
-    pickle, which anyone can write: every part is checked, the descriptor must be a sealed
-    segment at least `length` long, and the tensor must lie inside it."""
-    cdef int64_t dims[MAX_NDIM]
-    cdef int64_t steps[MAX_NDIM]
-    cdef int ndim, i, err
+def _segment_from_fd(int fd, length):
+    """The segment whose descriptor another process sent, mapped: takes the descriptor,
+    which must be ours alone (closed on failure too). The handle came through a pickle,
+    which anyone can write: the descriptor must be a sealed segment, its pages reserved,
+    at least `length` bytes long."""
     cdef void* base = NULL
-    cdef DLTensor dl
-    cdef _SharedMemory segment
-    try:
-        if (type(length) is not int or type(offset) is not int or type(readonly) is not bool
-                or type(dtype_triple) is not tuple or type(strides) is not tuple):
-            raise TypeError("a shared Tensor's handle is (descriptor, length, offset, shape, "
-                            "strides, (code, bits, lanes), readonly)")
-        dt = dtype(dtype_triple)
-        ndim = dims_from_python(shape, dims, True)
-        if dims_from_python(strides, steps, True) != ndim:
-            raise ValueError(f"{len(strides)} strides for a shape of {ndim} dimensions")
-        if not (0 < length <= INT64_MAX) or not (0 <= offset <= length):
-            raise ValueError(f"a segment of {length} bytes has no offset {offset}")
-    except BaseException:
-        _close_quietly(fd)
-        raise
+    cdef int err
+    if type(length) is not int or not 0 < length <= INT64_MAX:
+        with nogil:
+            close(fd)
+        raise ValueError(f"a shared-memory segment's length is a positive int, not {length!r}")
     err = dli_shm_attach(fd, <size_t>length, &base)
     if err != 0:
-        _close_quietly(fd)
+        with nogil:
+            close(fd)
         _raise_shm_error(err, "cannot map the shared-memory segment")
-    segment = _SharedMemory.__new__(_SharedMemory)
+    cdef _SharedMemory segment = _SharedMemory.__new__(_SharedMemory)
     segment.fd = fd
     segment.base = base
     segment.length = <size_t>length
-    dl.data = <char*>base + <Py_ssize_t>offset
+    return segment
+
+
+def _tensor_in_segment(_SharedMemory segment not None, offset, shape, strides, dtype_triple,
+                       readonly):
+    """The Tensor a handle describes over a segment received: every part is checked (a
+    pickle can be written by anyone), and the tensor must lie inside the segment."""
+    cdef int64_t dims[MAX_NDIM]
+    cdef int64_t steps[MAX_NDIM]
+    cdef int ndim
+    cdef DLTensor dl
+    if segment.fd < 0:
+        raise ValueError("a shared Tensor's segment is one mapped by _segment_from_fd")
+    if (type(offset) is not int or type(readonly) is not bool or type(dtype_triple) is not tuple
+            or type(strides) is not tuple):
+        raise TypeError("a shared Tensor's handle is (segment, offset, shape, strides, "
+                        "(code, bits, lanes), readonly)")
+    dt = dtype(dtype_triple)
+    ndim = dims_from_python(shape, dims, True)
+    if dims_from_python(strides, steps, True) != ndim:
+        raise ValueError(f"{len(strides)} strides for a shape of {ndim} dimensions")
+    if not 0 <= offset <= segment.length:
+        raise ValueError(f"a segment of {segment.length} bytes has no offset {offset}")
+    dl.data = <char*>segment.base + <Py_ssize_t>offset
     dl.device = _CPU
     dl.ndim = ndim
     dl.dtype = (<DType>dt).dl
@@ -152,10 +177,18 @@ def _tensor_from_shared(int fd, length, offset, shape, strides, dtype_triple, re
     dl.strides = steps
     dl.byte_offset = 0
     _validate_dltensor(&dl)
-    _check_inside(&dl, offset, length)
+    _check_inside(&dl, offset, segment.length)
     cdef Tensor t = _wrap_dltensor(&dl, DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0)
     t.owner_ref = segment
     return t
+
+
+def _tensor_from_shared(int fd, length, offset, shape, strides, dtype_triple, readonly):
+    """The Tensor a handle describes, over the segment whose descriptor `fd` another
+    process sent: _segment_from_fd, then _tensor_in_segment (takes the descriptor, closed
+    on failure too)."""
+    return _tensor_in_segment(_segment_from_fd(fd, length), offset, shape, strides,
+                              dtype_triple, readonly)
 
 
 def _shared_counter_add(Tensor counter not None, int64_t delta):

@@ -8,6 +8,8 @@
 #include <sys/mman.h>
 #endif
 
+#include "memory_limits.h"
+
 static _Atomic int64_t live_buffers;
 static _Atomic int64_t live_bytes;
 static _Atomic int64_t peak_bytes;
@@ -36,6 +38,12 @@ void* dli_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out)
    * and one code path serves both. */
   size_t total = nbytes + alignment;
   if (total < nbytes) return NULL;
+  /* What can never fit is refused here, not by malloc: where the kernel overcommits (or a
+   * cgroup's limit is below the machine's), malloc grants any size, and touching the pages
+   * then ends this process, or another the OOM killer picks. */
+  if ((uint64_t)nbytes >= DLI_MEMORY_CHECK_FROM && (uint64_t)nbytes > dli_memory_ceiling()) {
+    return NULL;
+  }
   void* base = zero ? calloc(1, total) : malloc(total);
   if (base == NULL) return NULL;
   uintptr_t addr = ((uintptr_t)base + alignment - 1) & ~((uintptr_t)alignment - 1);

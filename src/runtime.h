@@ -26,7 +26,8 @@ typedef struct {
 
 /* Returns memory aligned to `alignment` (a power of two) holding at least `nbytes`
  * (never NULL for nbytes == 0), zero-filled when `zero` is set; *base_out receives the
- * pointer to pass to dli_host_free. NULL when out of memory. */
+ * pointer to pass to dli_host_free. NULL when out of memory, or when nbytes is more than
+ * this process could ever have (dli_memory_ceiling, memory_limits.h). */
 void* dli_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out);
 void dli_host_free(void* base, size_t nbytes);
 

@@ -94,6 +94,29 @@ def settled():
 
 
 @pytest.fixture
+def machine(tmp_path):
+    """A machine and cgroups of the test's making for the allocators' memory rule:
+    machine(meminfo, cgroup="", files={}) lays out /proc/meminfo (fields in bytes),
+    /proc/self/cgroup (its text) and files under /sys/fs/cgroup (path: text) in tmp_path,
+    has dlinterop read its limits there until the test ends, and returns
+    dl._core._memory_room()."""
+    def lay_out(meminfo, cgroup="", files=None):
+        proc, cgroups = tmp_path / "proc", tmp_path / "sys" / "fs" / "cgroup"
+        (proc / "self").mkdir(parents=True)
+        (proc / "meminfo").write_text(
+            "".join(f"{name}: {size // 1024} kB\n" for name, size in meminfo.items()))
+        (proc / "self" / "cgroup").write_text(cgroup)
+        for path, text in (files or {}).items():
+            (cgroups / path).parent.mkdir(parents=True, exist_ok=True)
+            (cgroups / path).write_text(text)
+        _dl._core._read_memory_limits_from(str(proc), str(tmp_path / "sys"))
+        return _dl._core._memory_room()
+
+    yield lay_out
+    _dl._core._read_memory_limits_from()
+
+
+@pytest.fixture
 def live_counters():
     """dl.memory_stats() restricted to the counters that must return to baseline."""
     return _live_counters

@@ -46,6 +46,54 @@ def pipe_echo(conn):
     conn.close()
 
 
+def send_and_exit(conn, t):
+    """Sends `t` and returns: the process exits right after sending."""
+    conn.send(t)
+
+
+def send_and_exit_without_waiting(conn, t):
+    """Sends `t` and a word after it, and exits without waiting for its receiver."""
+    from dlinterop import _multiprocessing
+
+    _multiprocessing._HANDOVER_WAIT = 0
+    conn.send(t)
+    conn.send("after")
+
+
+def same_segment(a, b):
+    """Whether two Tensors received together lie in one segment object (one owner of its
+    descriptor in this process)."""
+    from dlinterop import _core
+
+    return _core._shared_handle(a)[0] is _core._shared_handle(b)[0]
+
+
+class _GoneSegment:
+    """A segment whose descriptor was to come from a resource sharer that is gone."""
+
+    def __reduce__(self):
+        from dlinterop import _multiprocessing
+
+        gone = _multiprocessing._Handover.__new__(_multiprocessing._Handover)
+        gone._id, gone._sender = ("\0dlinterop-tests-nobody-listens", 1), os.getpid()
+        return (_multiprocessing._rebuild_segment, (gone, 4096))
+
+
+class _UnreceivableTensor:
+    """Pickles as a shared Tensor whose memory cannot be taken when it arrives (its sender
+    gone, as a worker killed right after returning it)."""
+
+    def __reduce__(self):
+        from dlinterop import _multiprocessing
+
+        return (_multiprocessing._rebuild_tensor,
+                (_GoneSegment(), 0, (4,), (1,), (2, 32, 1), False))
+
+
+def unreceivable(*args):
+    return _UnreceivableTensor()
+
+
 def hold_forever(inbox, ready):
     t = inbox.get(timeout=60)
     np.from_dlpack(t).reshape(-1)[0] = 5

@@ -99,8 +99,9 @@ def test_process_pool_executor(ctx):
 def test_layout_dtype_and_read_only_are_kept(ctx):
     from dlinterop import _core
     t = dl.full((16,), 1.0, "float32", shared=True)
-    fd, length, offset, shape, strides, triple, _ = _core._shared_handle(t)
-    view = _core._tensor_from_shared(os.dup(fd), length, 8, (3,), (2,), triple, True)
+    segment, offset, shape, strides, triple, _ = _core._shared_handle(t)
+    view = _core._tensor_from_shared(os.dup(segment.fd), segment.length, 8, (3,), (2,), triple,
+                                     True)
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
         seen = pool.submit(mp_workers.describe, view).result(timeout=60)
     assert seen == (True, (3,), (2,), "float32", True, [1.0, 1.0, 1.0])
@@ -120,6 +121,89 @@ def test_a_tensor_not_in_shared_memory_goes_by_value(ctx):
         back = pool.submit(mp_workers.add_one, t).result(timeout=60)
     assert values(t) == [1.0, 1.0, 1.0] and values(back) == [2.0, 2.0, 2.0]
     assert not back.is_shared
+
+
+def test_views_of_one_segment_cross_as_one_segment(ctx):
+    # Process arguments under spawn once named its descriptor twice (multiprocessing
+    # refused to start the child); each view arriving with an owner of its own would close
+    # the descriptor twice.
+    t = dl.zeros((4,), shared=True)
+    view = dl.from_dlpack(t)
+    q = ctx.Queue()
+    p = ctx.Process(target=mp_workers.put_result, args=(q, mp_workers.same_segment, t, view))
+    p.start()
+    try:
+        assert q.get(timeout=60) is True
+    finally:
+        p.join(60)
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        assert pool.submit(mp_workers.same_segment, t, view).result(timeout=60) is True
+
+
+def test_results_of_a_pool_whose_workers_retire_arrive(ctx):
+    # Each worker exits after one task, as soon as it has sent its result: it hands the
+    # segment over first, and the pool goes on.
+    t = dl.zeros((3,), shared=True)
+    with ctx.Pool(1, maxtasksperchild=1) as pool:
+        backs = [pool.apply_async(mp_workers.add_one, (t,)).get(timeout=60) for _ in range(2)]
+        assert pool.apply_async(abs, (-3,)).get(timeout=60) == 3
+    assert values(t) == [2.0, 2.0, 2.0]
+    assert all(back.is_shared and values(back) == values(t) for back in backs)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="max_tasks_per_child is 3.11's")
+@pytest.mark.parametrize("method", [m for m in METHODS if m != "fork"])   # (it refuses fork)
+def test_results_of_an_executor_whose_workers_retire_arrive(method):
+    t = dl.zeros((3,), "int64", shared=True)
+    with concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context(method), max_tasks_per_child=1) as pool:
+        backs = [pool.submit(mp_workers.add_one, t).result(timeout=60) for _ in range(2)]
+        assert pool.submit(abs, -3).result(timeout=60) == 3
+    assert values(t) == [2, 2, 2]
+    assert all(back.is_shared for back in backs)
+
+
+def test_a_process_that_sends_and_exits_at_once_delivers(ctx):
+    t = dl.full((3,), 4.0, shared=True)
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=mp_workers.send_and_exit, args=(child, t))
+    p.start()
+    p.join(1)       # time to exit, as it did before it waited for its receiver
+    try:
+        back = parent.recv()
+    finally:
+        p.join(60)
+    assert back.is_shared and values(back) == [4.0, 4.0, 4.0] and p.exitcode == 0
+
+
+def test_a_tensor_received_after_its_sender_exited_is_a_clear_error(ctx):
+    t = dl.zeros((3,), shared=True)
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=mp_workers.send_and_exit_without_waiting, args=(child, t))
+    p.start()
+    p.join(60)
+    with pytest.raises(RuntimeError, match=f"process {p.pid}, which sent it, no longer"):
+        parent.recv()
+    assert parent.recv() == "after"        # the connection goes on
+
+
+def test_a_pool_result_that_cannot_be_received_fails_alone(ctx):
+    # Raised in the pool's result thread, it would end that thread, and every later result
+    # of the pool would never arrive.
+    with ctx.Pool(1) as pool:
+        with pytest.raises(RuntimeError, match="cannot receive a shared Tensor"):
+            pool.apply_async(mp_workers.unreceivable).get(timeout=60)
+        with pytest.raises(RuntimeError, match="cannot receive a shared Tensor"):
+            pool.map(mp_workers.unreceivable, range(3))
+        assert pool.apply_async(abs, (-3,)).get(timeout=60) == 3
+
+
+def test_an_executor_result_that_cannot_be_received_fails_alone(ctx):
+    # Raised in the executor's manager thread, it would break the executor.
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        with pytest.raises(RuntimeError, match="cannot receive a shared Tensor"):
+            pool.submit(mp_workers.unreceivable).result(timeout=60)
+        assert pool.submit(abs, -3).result(timeout=60) == 3
 
 
 def test_import_dlinterop_alone_registers_the_handle():
@@ -178,8 +262,7 @@ def test_a_killed_child_leaves_nothing_behind(ctx):
     assert _open_segment_fds() == fds_before
     if os.path.isdir("/dev/shm"):
         assert not [n for n in set(os.listdir("/dev/shm")) - shm_before if "dlinterop" in n]
-    fd = dl._core._shared_handle(t)[0]
-    os.fstat(fd)                                 # the parent's segment is intact
+    os.fstat(dl._core._shared_handle(t)[0].fd)   # the parent's segment is intact
 
 
 def test_the_pages_example_runs(tmp_path):

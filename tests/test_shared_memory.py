@@ -1,5 +1,7 @@
 """Tensors in shared memory (dl.share, shared=True) and the handles they cross process
 boundaries as: what a shared Tensor is, and every way a crafted handle must fail cleanly."""
+import errno
+import fcntl
 import os
 import pickle
 import subprocess
@@ -122,8 +124,8 @@ def test_ordinary_pickle_goes_by_value():
 
 def test_a_handle_rebuilds_a_tensor_over_the_same_memory():
     t = dl.full((2, 3), 1.0, shared=True)
-    fd, *layout = _core._shared_handle(t)
-    u = _core._tensor_from_shared(os.dup(fd), *layout)
+    segment, *layout = _core._shared_handle(t)
+    u = _core._tensor_from_shared(os.dup(segment.fd), segment.length, *layout)
     assert u.is_shared and (u.shape, u.strides, u.dtype) == (t.shape, t.strides, t.dtype)
     np.from_dlpack(u)[1, 2] = 9.0
     assert values(t)[1][2] == 9.0
@@ -131,18 +133,21 @@ def test_a_handle_rebuilds_a_tensor_over_the_same_memory():
 
 def test_a_handle_keeps_the_offset_and_strides_of_a_view():
     t = dl.full((16,), 1.0, shared=True)
-    fd, length, offset, shape, strides, triple, readonly = _core._shared_handle(t)
-    view = _core._tensor_from_shared(os.dup(fd), length, 8, (3,), (2,), triple, readonly)
+    segment, offset, shape, strides, triple, readonly = _core._shared_handle(t)
+    view = _core._tensor_from_shared(os.dup(segment.fd), segment.length, 8, (3,), (2,),
+                                     triple, readonly)
     np.from_dlpack(view)[:] = [5.0, 6.0, 7.0]
     assert values(t)[2:7] == [5.0, 1.0, 6.0, 1.0, 7.0]
     again = _core._shared_handle(dl.from_dlpack(view))
-    assert again[1:] == (length, 8, (3,), (2,), triple, readonly)
+    assert again[0].length == segment.length
+    assert again[1:] == (8, (3,), (2,), triple, readonly)
 
 
 def test_a_read_only_handle_gives_a_read_only_tensor():
     t = dl.zeros(4, shared=True)
-    fd, length, offset, shape, strides, triple, _ = _core._shared_handle(t)
-    u = _core._tensor_from_shared(os.dup(fd), length, offset, shape, strides, triple, True)
+    segment, offset, shape, strides, triple, _ = _core._shared_handle(t)
+    u = _core._tensor_from_shared(os.dup(segment.fd), segment.length, offset, shape, strides,
+                                  triple, True)
     assert u.readonly and u.readonly_reason == "flag"
 
 
@@ -151,8 +156,10 @@ def test_no_handle_for_memory_that_is_not_shared():
 
 
 def _handle():
+    """A shared Tensor and its handle, the segment given as (descriptor, length)."""
     t = dl.zeros(16, shared=True)
-    return t, _core._shared_handle(t)
+    segment, *layout = _core._shared_handle(t)
+    return t, (segment.fd, segment.length, *layout)
 
 
 CRAFTED = {
@@ -234,18 +241,125 @@ def test_running_out_of_descriptors_is_os_error():
     assert proc.stdout.split()[0] == "OSError"
 
 
-def test_running_out_of_memory_is_memory_error():
+def test_segments_larger_than_memory_are_refused_before_any_page():
+    # 256 GiB and more, refused before a page is reserved: reserving them filled the
+    # machine, and the OOM killer ended other processes first (a segment's pages count
+    # towards no process's size). RLIMIT_FSIZE, which memfds obey, turns a refusal that did
+    # not happen into EFBIG rather than a machine out of memory (RLIMIT_AS would fail any
+    # mapping, and prove nothing).
     proc = run_apart("""
         import resource
+        import numpy as np
         import dlinterop as dl
-        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-        try:
-            dl.zeros(1 << 31, "uint8", shared=True)
-        except MemoryError:
-            print("MemoryError")
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
+        huge = 1 << 38
+        makers = [
+            lambda: dl.zeros(huge, "uint8", shared=True),
+            lambda: dl.empty(huge, "uint8", shared=True),
+            lambda: dl.ones(huge // 4, "float32", shared=True),
+            lambda: dl.full(huge // 8, 2.0, "float64", shared=True),
+            lambda: dl.full(huge * 2, 1.0, dl.float4_e2m1fn, shared=True),
+            lambda: dl.zeros(16, shared=True, alignment=huge),
+            lambda: dl.share(np.broadcast_to(np.zeros(1, np.uint8), (huge,))),
+            lambda: dl.zeros(1 << 59, "uint8", shared=True),
+        ]
+        for make in makers:
+            try:
+                make()
+                print("made")
+            except MemoryError as e:
+                print("without the kernel taking memory from another" in str(e))
+        print(dl.memory_stats()["total_allocations"])
     """)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "MemoryError"
+    assert proc.stdout.split() == ["True"] * 8 + ["0"]
+
+
+def test_a_segment_beyond_the_memory_available_now_is_refused(machine):
+    machine({"MemTotal": 8 << 30, "MemAvailable": 100 << 20})
+    with pytest.raises(MemoryError, match=f"can take {100 << 20} bytes now"):
+        dl.zeros(128 << 20, "uint8", shared=True)
+    assert dl.zeros(32 << 20, "uint8", shared=True).is_shared   # too small to check
+
+
+def test_a_segment_stops_reserving_when_others_take_the_memory_meanwhile():
+    # /proc/meminfo a FIFO: the machine has 1 GiB available when the 192 MiB segment is
+    # asked for, 32 MiB when 64 MiB of it are reserved. The rest no longer fits: a
+    # MemoryError, not the OOM killer.
+    proc = run_apart("""
+        import os, tempfile, threading
+        import dlinterop as dl
+        from dlinterop import _core
+        root = tempfile.mkdtemp()
+        os.makedirs(f"{root}/proc/self")
+        open(f"{root}/proc/self/cgroup", "w").close()
+        meminfo = f"{root}/proc/meminfo"
+        os.mkfifo(meminfo)
+        served = []
+
+        def serve(available):
+            for size in available:
+                with open(meminfo, "w") as f:      # waits for the next read
+                    f.write(f"MemTotal: {8 << 20} kB\\nMemAvailable: {size >> 10} kB\\n")
+                served.append(size)
+                while True:                        # until that reader has closed it
+                    try:
+                        os.close(os.open(meminfo, os.O_WRONLY | os.O_NONBLOCK))
+                    except OSError:
+                        break
+
+        writer = threading.Thread(target=serve, args=([1 << 30, 32 << 20],), daemon=True)
+        writer.start()
+        _core._read_memory_limits_from(f"{root}/proc", f"{root}/sys")
+        try:
+            dl.zeros(192 << 20, "uint8", shared=True)
+            print("made")
+        except MemoryError as e:
+            print("refused", len(served), dl.memory_stats()["live_bytes"])
+    """, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["refused", "2", "0"]
+
+
+# -- without memfd ------------------------------------------------------------------------
+
+def test_without_memfd_there_is_no_shared_memory():
+    # A POSIX shared-memory object, the old fallback, cannot be sealed: any process holding
+    # it could shrink it under the others' mappings (SIGBUS).
+    _core._pretend_no_memfd(True)
+    try:
+        with pytest.raises(OSError, match="needs memfd_create") as info:
+            dl.zeros(4, shared=True)
+        assert info.value.errno == errno.ENOSYS
+        with pytest.raises(OSError, match="needs memfd_create"):
+            dl.share(np.arange(3.0))
+    finally:
+        _core._pretend_no_memfd(False)
+    assert dl.zeros(4, shared=True).is_shared
+
+
+def test_a_posix_shared_memory_object_is_not_a_segment():
+    from multiprocessing import shared_memory
+    shm = shared_memory.SharedMemory(create=True, size=8192)
+    try:
+        fd = os.open(f"/dev/shm/{shm.name}", os.O_RDWR)
+        with pytest.raises(ValueError, match="not a dlinterop shared-memory segment"):
+            _core._tensor_from_shared(fd, 8192, 0, (4,), (1,), (2, 32, 1), False)
+        with pytest.raises(OSError):
+            os.fstat(fd)                       # the descriptor it was given, closed
+    finally:
+        shm.close()
+        shm.unlink()
+
+
+def test_a_sealed_segment_with_holes_is_not_a_segment():
+    # Touching a hole allocates a page: mapped, a sparse segment of any size would make its
+    # receiver take the memory its sender never reserved.
+    fd = os.memfd_create("sparse", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, 1 << 40)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
+    with pytest.raises(ValueError, match="its pages all reserved"):
+        _core._tensor_from_shared(fd, 1 << 40, 0, (1 << 38,), (1,), (2, 32, 1), False)
 
 
 def test_a_crafted_cuda_handle_without_a_gpu_is_an_error_not_a_crash():
