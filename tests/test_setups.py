@@ -224,6 +224,20 @@ def test_calls_while_another_thread_first_imports_torch():
     assert offset >= 16 if sys.platform.startswith("linux") else offset >= -1
 
 
+def test_to_framework_while_another_thread_first_imports_torch():
+    # Regression: like=torch.Tensor, defined early in torch's import, took the half-made
+    # torch module from sys.modules and said "package 'torch' has no from_dlpack"; it now
+    # waits for the import to end.
+    _torch()
+    calls = """
+            tensor_type = getattr(sys.modules.get("torch"), "Tensor", None)
+            if tensor_type is not None:
+                assert type(dl.to_framework(source, like=tensor_type)) is tensor_type
+    """
+    proc = run_apart(_WHILE_ANOTHER_THREAD_IMPORTS.format(module="torch", calls=calls))
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_calls_while_another_thread_first_imports_numpy():
     # Regressions: dl.dtype of anything but a name raised AttributeError (numpy.dtype not
     # yet defined), and an ndarray made meanwhile (NumPy's core runs first) recorded its
