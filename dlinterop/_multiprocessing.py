@@ -35,8 +35,16 @@ def _rebuild_tensor(dup_fd, length, offset, shape, strides, dtype_triple, readon
     (every part of the handle is checked: a pickle can be written by anyone)."""
     from dlinterop import _core
 
-    return _core._tensor_from_shared(dup_fd.detach(), length, offset, shape, strides,
-                                     dtype_triple, readonly)
+    try:
+        fd = dup_fd.detach()
+    except (FileNotFoundError, ConnectionError, EOFError) as e:
+        # multiprocessing hands the descriptor over from a thread of the sending process
+        # (multiprocessing.resource_sharer): gone with it, it says only "No such file".
+        raise OSError("cannot take a shared Tensor's memory from the process that sent it: "
+                      "that process has exited (a sender must keep running until its "
+                      f"receivers have taken what it sent) [{type(e).__name__}: {e}]") from e
+    return _core._tensor_from_shared(fd, length, offset, shape, strides, dtype_triple,
+                                     readonly)
 
 
 # CUDA Tensors sent and not yet let go by every receiver: (tensor, receivers' count, event,

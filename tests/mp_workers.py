@@ -86,3 +86,10 @@ def die_once(t, marker):
         open(marker, "w").close()
         os.kill(os.getpid(), signal.SIGKILL)
     return tensor_summary(t)
+
+
+def send_and_exit(q):
+    """Sends a shared Tensor and exits at once, before anyone took it."""
+    q.put(dl.zeros((3,), "float32", shared=True))
+    q.close()
+    q.join_thread()

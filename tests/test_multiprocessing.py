@@ -182,6 +182,18 @@ def test_a_killed_child_leaves_nothing_behind(ctx):
     os.fstat(fd)                                 # the parent's segment is intact
 
 
+def test_a_sender_gone_before_its_tensor_is_taken_is_a_clear_error(ctx):
+    # multiprocessing takes the descriptor from a thread of the sender: with the sender gone
+    # it said only "FileNotFoundError: No such file or directory".
+    q = ctx.Queue()
+    p = ctx.Process(target=mp_workers.send_and_exit, args=(q,))
+    p.start()
+    p.join(60)
+    assert p.exitcode == 0
+    with pytest.raises(OSError, match="from the process that sent it: that process has exited"):
+        q.get(timeout=60)
+
+
 def test_the_pages_example_runs(tmp_path):
     """The first example of docs/processes.md alone (tests/test_docs.py runs the whole page)."""
     page = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "docs",
