@@ -3,6 +3,7 @@
 Without a command it prints the report (`info`): the build facts, then a zero-copy round
 trip with each installed framework."""
 import argparse
+import os
 import sys
 
 _EPILOG = "python -m dlinterop COMMAND --help describes each command."
@@ -38,16 +39,17 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
                             "(default: %(default)s; those not installed are left out)")
     bench.add_argument("--repeats", type=int, default=9,
                        help="interleaved repeats per cell; the median is shown (default: 9)")
-    bench.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    bench.add_argument("--json", metavar="FILE", type=check_cli.output_file,
+                       help="also write the results as JSON")
     return parser, {"check": check, "bench": bench}
 
 
 def _main(argv: list[str]) -> int:
     parser, command_parsers = _parser()
     args = parser.parse_args(argv)
-    if args.command == "check":
-        from dlinterop.testing import _cli as check_cli
+    from dlinterop.testing import _cli as check_cli
 
+    if args.command == "check":
         return check_cli.run(args, command_parsers["check"])
     if args.command == "bench":
         from dlinterop import _bench
@@ -59,11 +61,28 @@ def _main(argv: list[str]) -> int:
                 f"unknown peer(s) {', '.join(unknown)}; choose from {', '.join(_bench.PEERS)}")
         if args.repeats < 1:
             command_parsers["bench"].error("--repeats must be at least 1")
-        return _bench.main(peers, args.repeats, args.json)
+        result = _bench.main(peers, args.repeats)
+        if args.json and not check_cli.write_json(args.json, result,
+                                                  command_parsers["bench"].prog):
+            return 1
+        return 0
     from dlinterop._report import main
 
     return main()
 
 
+def _run(argv: list[str]) -> int:
+    """_main's exit status; a reader that went away (python -m dlinterop check --list |
+    head) ends it quietly, as the Python docs advise (their Note on SIGPIPE), where its
+    output's flush at exit would print a traceback."""
+    try:
+        status = _main(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return status
+
+
 if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))
+    sys.exit(_run(sys.argv[1:]))

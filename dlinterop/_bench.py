@@ -7,7 +7,6 @@ dtype, JAX and tvm-ffi, imports, memory, processes, asv across commits) lives in
 tree's benchmarks/ folder: python -m benchmarks.
 """
 import importlib
-import json
 import platform
 import statistics
 import sys
@@ -114,12 +113,15 @@ def run(peers=PEERS, repeats=9, seconds=0.002):
             "repeats": repeats}
 
 
-def main(peers=PEERS, repeats=9, json_path=None, out=sys.stdout):
+def main(peers=PEERS, repeats=9, out=sys.stdout):
+    """Runs the benchmark and prints its table; returns run()'s results."""
     result = run(peers, repeats)
     versions = result["versions"]
-    columns = [c for c in COLUMNS if c in versions]
+    columns = [c for c in COLUMNS if c in versions and (c == "dlinterop" or c in peers)]
+    missing = [peer for peer in peers if peer not in versions]
     print(f"dlinterop {versions['dlinterop']} beside "
-          f"{', '.join(f'{c} {versions[c]}' for c in columns[1:]) or 'no peer'}; "
+          f"{', '.join(f'{c} {versions[c]}' for c in columns[1:]) or 'no peer'}"
+          f"{' (not installed: ' + ', '.join(missing) + ')' if missing else ''}; "
           f"Python {result['python']}", file=out)
     print(f"ns per call, median of {repeats} interleaved repeats; ratio = dlinterop / "
           "fastest peer (below 1: dlinterop is faster)", file=out)
@@ -133,7 +135,4 @@ def main(peers=PEERS, repeats=9, json_path=None, out=sys.stdout):
         print(f"{row['name']:34}{cells}{ratio:>8}", file=out)
     print("Timings on a shared machine move from run to run: compare ratios within one run.",
           file=out)
-    if json_path:
-        with open(json_path, "w") as f:
-            json.dump(result, f, indent=1)
-    return 0
+    return result

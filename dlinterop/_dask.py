@@ -98,14 +98,30 @@ def deserialize_tensor(header, frames):
     (flags.aligned False) do."""
     from dlinterop import _core
 
-    (frame,) = frames
-    readonly = header["readonly"]
-    if not readonly and memoryview(frame).readonly:
-        frame = bytearray(frame)
-    t = _core._tensor_over_frame(frame, tuple(header["shape"]), tuple(header["dtype"]),
-                                 readonly)
+    shape, dtype_triple = _header_layout(header)
+    frame = _one_frame(frames)
+    readonly = header.get("readonly")
+    t = _core._tensor_over_frame(frame, shape, dtype_triple, readonly)   # checks it all
+    if t.readonly and not readonly:
+        t = _core._tensor_over_frame(bytearray(frame), shape, dtype_triple, readonly)
     device = header.get("device")
     return t if device is None else t.to(device)
+
+
+def _header_layout(header):
+    """(shape, (code, bits, lanes)) as a header from another process gives them; what they
+    hold the core checks against the frame."""
+    try:
+        return tuple(header["shape"]), tuple(header["dtype"])
+    except (KeyError, TypeError):
+        raise ValueError(f"a dlinterop Tensor's header holds its 'shape' and 'dtype' as "
+                         f"lists, not {header!r}") from None
+
+
+def _one_frame(frames):
+    if len(frames) != 1:
+        raise ValueError(f"a dlinterop Tensor travels as one frame, not {len(frames)}")
+    return frames[0]
 
 
 def register_cuda_serializers(cuda):
@@ -135,14 +151,18 @@ def cuda_serialize_tensor(t):
 
 def cuda_deserialize_tensor(header, frames):
     """The CUDA Tensor over the device frame received (anything with
-    ``__cuda_array_interface__``: a Tensor, an RMM buffer, a Numba or CuPy array)."""
+    ``__cuda_array_interface__``: a Tensor, an RMM buffer, a Numba or CuPy array). The
+    header comes from another process: its shape and type must take exactly the frame's
+    bytes, checked before anything is made (as the dask family's are)."""
     import dlinterop as dl
+    from dlinterop import _core
 
-    (frame,) = frames
-    flat = dl.asarray(frame)
+    shape, dtype_triple = _header_layout(header)
+    flat = dl.asarray(_one_frame(frames))          # a view of the frame: nothing allocated
+    dtype = _core._frame_dtype(shape, dtype_triple, flat.nbytes)
+    if (dtype.bits * dtype.lanes) % 8:
+        raise ValueError(f"packed {dtype.name} elements go through the dask family")
     if flat.ndim != 1 or flat.dtype != dl.uint8:
         flat = flat.reshape(-1).view(dl.uint8)
-    dtype = dl.dtype(tuple(header["dtype"]))
-    shape = tuple(header["shape"])
     return flat.view(dtype).view(shape) if flat.shape[0] else dl.empty(shape, dtype,
                                                                         device=flat.device)

@@ -159,6 +159,7 @@ def _tensor_from_cuda_ipc(bytes handle, offset, int device, bytes event_handle, 
     ndim = dims_from_python(shape, dims, True)
     if dims_from_python(strides, steps, True) != ndim:
         raise ValueError(f"{len(strides)} strides for a shape of {ndim} dimensions")
+    _check_counter(counter)    # else the receipt would fail to count down, unseen, at its end
     module = _require_cuda(_cuda_device(device))
     mappings = _ipc_mappings()
     mapping = mappings.get(handle)

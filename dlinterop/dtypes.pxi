@@ -1,6 +1,6 @@
 # Provides: the DType class, one interned instance per DLPack (code, bits, lanes), dl.dtype()
 # and the conversions from names, NumPy/ml_dtypes/torch dtypes, triples and buffer formats.
-# Uses: nothing.
+# Uses: once.pxi (_module_if_run).
 
 cdef dict _dtype_by_key = {}    # packed (code, bits, lanes) -> DType
 # [code][bits]: bit (lanes - 1) is set for every registered triple; read without the GIL.
@@ -282,7 +282,7 @@ def dtype(x):
         if found is None:
             raise ValueError(f"{x} has no DLPack data type")
         return found
-    numpy = sys.modules.get("numpy")
+    numpy = _module_if_run("numpy")
     if numpy is not None and (isinstance(x, numpy.dtype) or (
             isinstance(x, type) and issubclass(x, numpy.generic))):
         return _dtype_from_numpy(x)

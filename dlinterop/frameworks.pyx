@@ -339,10 +339,8 @@ def _adapter_types_cached():
 cdef object _from_dlpack_of(str top, str what):
     if top in ("jax", "jaxlib"):
         return importlib.import_module("jax.numpy").from_dlpack
-    module = sys.modules.get(top)
-    if module is None:
-        module = importlib.import_module(top)
-    function = getattr(module, "from_dlpack", None)
+    # import_module, not sys.modules: it waits out an import of `top` in another thread.
+    function = getattr(importlib.import_module(top), "from_dlpack", None)
     if function is None or not callable(function):
         raise TypeError(f"cannot hand a tensor back as {what}: package {top!r} has no "
                         "from_dlpack; pass like= a module or type whose package has one")
@@ -381,7 +379,7 @@ cdef _Adapter _adapter_for_module(object module):
         return a
     type_name = _TABLE_TYPES.get(top)
     if type_name is not None:
-        table_type = getattr(sys.modules.get(top) or importlib.import_module(top), type_name, None)
+        table_type = getattr(importlib.import_module(top), type_name, None)
         if isinstance(table_type, type):
             a.table_type = table_type
     function = getattr(module, "from_dlpack", None)

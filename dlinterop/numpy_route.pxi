@@ -42,7 +42,14 @@ cdef int _numpy_native_for(type cls) except -2:
     """What the producer cache records for `cls`: 1 when it is numpy.ndarray and the native
     route is on, 0 when not, -1 while the route is being decided (ask again)."""
     numpy = sys.modules.get("numpy")
-    if numpy is None or cls is not getattr(numpy, "ndarray", None):
+    if numpy is None:
+        return 0
+    if _module_if_run("numpy") is None:
+        # Another thread is still importing NumPy (numpy.ndarray may not be bound yet):
+        # recorded as 0, its array type would never take the route.
+        named_ndarray = getattr(cls, "__module__", None) == "numpy" and cls.__name__ == "ndarray"
+        return -1 if named_ndarray else 0
+    if cls is not numpy.ndarray:
         return 0
     cdef Py_ssize_t answer = _decided(&_numpy_route_state, _set_up_numpy_route, numpy)
     return <int>answer if answer >= 0 else -1
@@ -128,7 +135,7 @@ cdef object numpy_array_from(Tensor t):
     if _numpy_handback_state != 1:
         if _numpy_handback_state == 0:
             return None
-        numpy = sys.modules.get("numpy")
+        numpy = _module_if_run("numpy")
         if numpy is None or _decided(&_numpy_handback_state, _set_up_numpy_handback,
                                      numpy) != 1:
             return None

@@ -1,5 +1,6 @@
 # Provides: one-time set-ups that hold no lock while they run Python code, and are decided
-# again in a child made by fork() while one was running (_decided, _register_setup).
+# again in a child made by fork() while one was running (_decided, _register_setup); the
+# modules they are decided on, once those have run (_module_if_run).
 # Uses: runtime.pxi (atomics).
 
 # One-time set-ups (the CUDA module, PyTorch's bit readers, the NumPy routes) hold no lock
@@ -81,3 +82,15 @@ cdef Py_ssize_t _decided(Py_ssize_t* state, _SetUp set_up, object argument) exce
             raise
         dli_atomic_store(state, answer)
     return answer
+
+
+cdef object _module_if_run(str name):
+    """sys.modules[name] once it has finished running, else None. Never raises. The import
+    machinery puts a module in sys.modules before it runs it, marked meanwhile (importlib
+    reads `__spec__._initializing`, as here): while another thread imports NumPy or
+    PyTorch, their modules are there half made, and a set-up decided on one would be
+    decided wrong for good."""
+    module = sys.modules.get(name)
+    if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return None
+    return module

@@ -72,21 +72,43 @@ cdef tuple _checked_state(object data, object shape, object dtype_triple, object
     """Checks a pickled Tensor's state (a pickle can be written by anyone) and fills dims:
     (ndim, dtype, a flat view of the bytes), which must be exactly the bytes the shape and
     type need (ValueError otherwise)."""
-    cdef int64_t nbytes
     cdef int ndim
-    cdef SizeProblem problem
     if type(dtype_triple) is not tuple or type(readonly) is not bool:
         raise TypeError("a pickled dl.Tensor's state is (buffer, shape, (code, bits, lanes), "
                         "readonly)")
-    cdef DType dt = dtype(dtype_triple)
-    ndim = dims_from_python(shape, dims, True)
-    problem = _buffer_size(ndim, dims, dt.dl, &nbytes)
-    if problem != SIZE_OK:
-        _raise_size_problem(problem, ndim, dims, dt.dl)
     view = memoryview(data).cast("B")
-    if view.nbytes != nbytes:
-        raise ValueError(f"{view.nbytes} bytes do not hold a {dt.name} tensor of shape {shape}")
+    cdef DType dt = _checked_layout(shape, dtype_triple, view.nbytes, dims, &ndim)
     return ndim, dt, view
+
+
+cdef DType _checked_layout(object shape, object dtype_triple, object nbytes, int64_t* dims,
+                           int* ndim):
+    """The DType of a tensor whose shape and (code, bits, lanes) came from another process
+    (a pickle's state, a transport's header: anyone's), filling dims and ndim; ValueError or
+    TypeError unless they describe a tensor dlinterop can hold of exactly `nbytes` bytes,
+    the bytes that came with them."""
+    cdef int64_t needed
+    cdef SizeProblem problem
+    cdef DType dt = dtype(dtype_triple)
+    ndim[0] = dims_from_python(shape, dims, True)
+    problem = _buffer_size(ndim[0], dims, dt.dl, &needed)
+    if problem != SIZE_OK:
+        _raise_size_problem(problem, ndim[0], dims, dt.dl)
+    if nbytes != needed:
+        raise ValueError(f"{nbytes} bytes do not hold a {dt.name} tensor of shape {shape}")
+    return dt
+
+
+def _frame_dtype(shape, dtype_triple, nbytes):
+    """The DType of the tensor a transport's header describes (`shape`, `dtype_triple`),
+    checked as a pickled Tensor's are against the `nbytes` bytes of the frame that came
+    with it: for a frame the core cannot read (a device frame), before anything is made
+    of it."""
+    cdef int64_t dims[MAX_NDIM]
+    cdef int ndim
+    if type(dtype_triple) is not tuple:
+        raise TypeError(f"a data type is (code, bits, lanes), not {dtype_triple!r}")
+    return _checked_layout(shape, dtype_triple, nbytes, dims, &ndim)
 
 
 def _rebuild_tensor(data, shape, dtype_triple, readonly):

@@ -195,9 +195,19 @@ def _shared_counter_add(Tensor counter not None, int64_t delta):
     """Adds `delta` to the int64 in shared memory that `counter` (an int64 Tensor in shared
     memory, one element at least) starts with, atomically across processes; returns the new
     value. The count of receivers of a CUDA Tensor sent through CUDA IPC lives in one."""
-    if (_shared_memory_of(counter) is None or counter.dl.dtype.code != kDLInt
-            or counter.dl.dtype.bits != 64 or element_count(&counter.dl) < 1
-            or (<uintptr_t>counter.dl.data + counter.dl.byte_offset) % 8):
-        raise TypeError("a counter is an int64 Tensor in shared memory")
+    _check_counter(counter)
     return __atomic_add_fetch(<int64_t*>(<char*>counter.dl.data + counter.dl.byte_offset),
                               delta, __ATOMIC_SEQ_CST)
+
+
+cdef int _check_counter(object counter) except -1:
+    """TypeError unless `counter` is what _shared_counter_add takes."""
+    cdef Tensor t
+    if type(counter) is Tensor:
+        t = <Tensor>counter
+        if (_shared_memory_of(t) is not None and t.dl.dtype.code == kDLInt
+                and t.dl.dtype.bits == 64 and t.dl.dtype.lanes == 1
+                and element_count(&t.dl) >= 1 and not t.readonly
+                and (<uintptr_t>t.dl.data + t.dl.byte_offset) % 8 == 0):
+            return 0
+    raise TypeError("a counter is a writable int64 Tensor in shared memory")

@@ -147,6 +147,8 @@ cdef Py_ssize_t _torch_native_offset_for(type cls) except -4:
     torch = sys.modules.get("torch")
     if torch is None:
         return TORCH_BITS_UNUSABLE
+    if _module_if_run("torch") is None:
+        return SETUP_DECIDING          # another thread is still importing PyTorch
     if cls is not torch.Tensor and getattr(cls, "__torch_function__", None) is not getattr(
             torch._C, "_disabled_torch_function_impl", cls):
         return TORCH_BITS_UNUSABLE
@@ -226,5 +228,6 @@ cdef object _TRUE = True
 
 
 cdef bint _is_torch_tensor_type(type cls):
-    torch = sys.modules.get("torch")
-    return torch is not None and issubclass(cls, torch.Tensor)
+    # While another thread imports PyTorch, torch.Tensor may not be there yet: no tensor is.
+    tensor_type = getattr(sys.modules.get("torch"), "Tensor", None)
+    return tensor_type is not None and issubclass(cls, tensor_type)

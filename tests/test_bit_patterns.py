@@ -393,3 +393,17 @@ def TableProducer(forged):
         "__dlpack_device__": lambda self: (1, 0),
         "_keep": (table, callback, forged)})
     return cls()
+
+
+@pytest.mark.parametrize("name", ["int4", "uint2", "float4_e2m1fn", "bcomplex32"])
+def test_the_cython_apis_dtype_check_knows_the_new_types(name):
+    # check_tensor is check_arg (dlinterop/frameworks.pxd) with a Python face.
+    t = dl.zeros((4,), name)
+    assert dl.check_tensor(t, "x", dtype=name) is t
+    other = "uint4" if name != "uint4" else "int4"
+    with pytest.raises(TypeError, match=f"x.*{name}|{name}.*x"):
+        dl.check_tensor(t, "x", dtype=other)
+    f, expected = forge_padded("int4", shape=(3,)) if name == "int4" else (None, None)
+    if f is not None:     # a padded producer's tensor is checked as the packed copy
+        checked = dl.check_tensor(CountingProducer(f), "x", dtype="int4")
+        assert checked.tolist() == expected

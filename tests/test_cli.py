@@ -1,12 +1,15 @@
 """The command line, python -m dlinterop: the report by default, the info, check and bench
 commands, --help and --version, and argparse's usage errors (exit 2) for anything else."""
+import io
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
 import dlinterop as dl
+import dlinterop.testing
 
 
 def cli(*args, timeout=300):
@@ -84,3 +87,94 @@ def test_bench_refuses_an_unknown_peer_and_a_repeat_count_below_one():
     assert out.returncode == 2 and "tensorflow" in out.stderr
     out = cli("bench", "--repeats", "0")
     assert out.returncode == 2 and "--repeats" in out.stderr
+
+
+# -- what cannot be done is an error, never a quiet success or a traceback -----------------
+
+def test_check_of_a_framework_that_is_not_installed_is_an_error():
+    # Regression: without CuPy, check cupy printed 65 "n/a" and exited 0, --strict too.
+    out = cli("check", "no_such_module:framework", "--strict", "framework")
+    assert out.returncode == 2 and out.stdout == ""
+    assert "no_such_module is not installed" in out.stderr
+
+
+def test_check_cupy_without_cupy_is_an_error():
+    import importlib.util
+    if importlib.util.find_spec("cupy") is not None:
+        pytest.skip("CuPy is installed here: this is the machine without it")
+    out = cli("check", "cupy", "--strict", "cupy")
+    assert out.returncode == 2 and "cupy is not installed" in out.stderr
+
+
+def test_every_name_is_checked_before_anything_runs():
+    out = cli("check", "dlinterop", "no_such_module:framework", timeout=60)
+    assert out.returncode == 2 and out.stdout == ""
+
+
+@pytest.mark.parametrize("command", [["check", "dlinterop", "--rule", "producer.device"],
+                                     ["bench", "--repeats", "1"]])
+def test_json_into_a_directory_is_a_usage_error(command, tmp_path):
+    # Regression: --json DIR ran everything, then ended in IsADirectoryError's traceback.
+    for path, error in ((tmp_path, "is a directory"),
+                        (tmp_path / "missing" / "out.json", "no directory")):
+        out = cli(*command, "--json", str(path))
+        assert out.returncode == 2 and out.stdout == ""
+        assert "argument --json" in out.stderr and error in out.stderr
+        assert "Traceback" not in out.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("command", [["check", "dlinterop", "--rule", "producer.device"],
+                                     ["bench", "--repeats", "1"]])
+def test_json_that_cannot_be_written_is_an_error_after_the_table(command):
+    out = cli(*command, "--json", "/dev/full")
+    assert out.returncode == 1 and out.stdout              # the table is there
+    assert "cannot write '/dev/full'" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_strict_names_a_framework_checked():
+    # Regression: --strict numpy beside check dlinterop could never fail.
+    out = cli("check", "dlinterop", "--rule", "producer.device", "--strict", "numpy")
+    assert out.returncode == 2 and "--strict numpy: not among the frameworks checked" in out.stderr
+
+
+def test_a_rule_outside_the_role_is_a_usage_error():
+    # Regression: --role consumer --rule producer.device checked nothing and exited 0.
+    out = cli("check", "dlinterop", "--role", "consumer", "--rule", "producer.device")
+    assert out.returncode == 2 and "nothing to check" in out.stderr
+
+
+def test_a_framework_that_cannot_be_set_up_fails_strict():
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-m", "dlinterop", "check",
+                          "conformance_frameworks:not_a_framework", "--strict",
+                          "not_a_framework"], capture_output=True, text=True, timeout=300,
+                         env=env)
+    rules = len(dlinterop.testing.RULES)
+    assert out.returncode == 1, out.stderr
+    assert f"not_a_framework: 0 passed, {rules} failed, 0 n/a" in out.stdout
+    assert f"all {rules} rules: cannot be set up: TypeError" in out.stdout
+
+
+def test_bench_says_which_peers_are_not_installed(monkeypatch):
+    from dlinterop import _bench
+    real = _bench.importlib.import_module
+
+    def without_torch(name):
+        if name == "torch":
+            raise ModuleNotFoundError("No module named 'torch'")
+        return real(name)
+
+    monkeypatch.setattr(_bench.importlib, "import_module", without_torch)
+    out = io.StringIO()
+    _bench.main(("numpy", "torch"), 1, out=out)
+    assert "(not installed: torch)" in out.getvalue().splitlines()[0]
+
+
+def test_a_reader_that_goes_away_is_not_a_traceback():
+    proc = subprocess.Popen([sys.executable, "-m", "dlinterop", "check", "--list"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()                  # before the child writes: its writes hit EPIPE
+    _out, err = proc.communicate(timeout=120)
+    assert b"Traceback" not in err and b"Exception ignored" not in err
+    assert proc.returncode == 1

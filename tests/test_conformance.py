@@ -117,6 +117,26 @@ def test_api_rejects_bad_arguments():
         dt.framework(3)
 
 
+def test_api_refuses_what_would_check_nothing():
+    # Regressions: each of these gave a Report with no failure, which assert_conforms
+    # passed: every rule n/a (not installed), or no rule at all.
+    with pytest.raises(ModuleNotFoundError, match="no_such_module is not installed"):
+        dt.check("no_such_module:framework")
+    with pytest.raises(ValueError, match="nothing to check"):
+        dt.check("numpy", role="consumer", rules=["producer.device"])
+    with pytest.raises(ValueError, match="nothing to check"):
+        dt.check("numpy", rules=[])
+
+
+def test_a_framework_that_cannot_be_set_up_fails_every_rule():
+    report = dt.check_producer("conformance_frameworks:not_a_framework",
+                               rules=["producer.device", "producer.values"])
+    assert [r.result for r in report.results] == ["fail", "fail"]
+    assert all(r.reason.startswith("cannot be set up: TypeError") for r in report.results)
+    with pytest.raises(AssertionError, match="fails 2 DLPack rules"):
+        dt.assert_conforms(report)
+
+
 def test_cli_table_json_and_markdown(tmp_path):
     path = tmp_path / "out.json"
     out = run_cli("dlinterop", "numpy", "--json", str(path), "--strict", "dlinterop")

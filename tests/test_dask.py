@@ -126,6 +126,87 @@ def test_a_crafted_header_is_a_clear_error():
             deserialize(crafted, frames)
 
 
+@pytest.mark.parametrize("header", [{"shape": [4]}, {"dtype": [2, 64, 1]}, {"shape": 4},
+                                    {"shape": [4], "dtype": 2}, {}])
+@pytest.mark.parametrize("family", ["deserialize_tensor", "cuda_deserialize_tensor"])
+def test_a_header_without_shape_or_type_is_a_clear_error(family, header):
+    from dlinterop import _dask
+    with pytest.raises(ValueError, match="header holds its 'shape' and 'dtype'"):
+        getattr(_dask, family)(dict(header, readonly=False), [bytes(32)])
+
+
+@pytest.mark.parametrize("count", [0, 2])
+@pytest.mark.parametrize("family", ["deserialize_tensor", "cuda_deserialize_tensor"])
+def test_a_tensor_is_one_frame(family, count):
+    from dlinterop import _dask
+    header = {"shape": [4], "dtype": [2, 64, 1], "readonly": False}
+    with pytest.raises(ValueError, match="one frame"):
+        getattr(_dask, family)(header, [bytearray(32)] * count)
+
+
+# The cuda family's deserializer takes any frame with __cuda_array_interface__ or the
+# buffer protocol: a host frame stands in for a device one here (tests/gpu runs device
+# frames). Its header must take exactly the frame's bytes, checked before anything is made.
+
+@pytest.mark.parametrize("shape,error", [
+    ([1000], "0 bytes do not hold a float32 tensor of shape"),     # was an uninitialised Tensor
+    ([2 ** 40], "0 bytes do not hold"),                            # was a 4 TiB allocation
+    ([2 ** 62], "overflows"), ([-1], "negative"), ([2] * 65, "ndim must be at most")])
+def test_a_cuda_header_for_an_empty_frame_is_checked(shape, error):
+    from dlinterop import _dask
+    buffers = dl.memory_stats()["live_buffers"]
+    with pytest.raises(ValueError, match=error):
+        _dask.cuda_deserialize_tensor({"shape": shape, "dtype": [2, 32, 1]},
+                                      [dl.zeros(0, dl.uint8)])
+    assert dl.memory_stats()["live_buffers"] == buffers
+
+
+def test_a_crafted_cuda_header_through_distributed_is_a_clear_error():
+    from distributed.protocol import deserialize, pickle
+    header = {"serializer": "cuda", "type-serialized": pickle.dumps(dl.Tensor),
+              "sub-header": {"shape": [1000], "dtype": [2, 32, 1], "device": "cuda:0"},
+              "compression": (False,)}
+    with pytest.raises(ValueError, match="0 bytes do not hold"):
+        deserialize(header, [dl.zeros(0, dl.uint8)])
+
+
+@pytest.mark.parametrize("shape,dtype", [([3], [2, 32, 1]), ([1], [2, 32, 1]),
+                                         ([2, 2], [2, 32, 1]), ([1], [2, 16, 1])])
+def test_a_cuda_header_must_take_exactly_the_frames_bytes(shape, dtype):
+    from dlinterop import _dask
+    with pytest.raises(ValueError, match="8 bytes do not hold"):
+        _dask.cuda_deserialize_tensor({"shape": shape, "dtype": dtype}, [dl.zeros(8, dl.uint8)])
+
+
+@pytest.mark.parametrize("dtype,error", [([99, 8, 1], ValueError), ([2, 32], TypeError),
+                                         (["2", 32, 1], TypeError)])
+def test_a_cuda_header_with_a_crafted_type_is_a_clear_error(dtype, error):
+    from dlinterop import _dask
+    with pytest.raises(error):
+        _dask.cuda_deserialize_tensor({"shape": [2], "dtype": dtype}, [dl.zeros(8, dl.uint8)])
+
+
+def test_a_cuda_header_for_packed_elements_is_refused():
+    # The cuda family's serializer sends packed types through the dask family.
+    from dlinterop import _dask
+    with pytest.raises(ValueError, match="packed float4_e2m1fn"):
+        _dask.cuda_deserialize_tensor({"shape": [4], "dtype": [17, 4, 1]},
+                                      [dl.zeros(2, dl.uint8)])
+
+
+@pytest.mark.parametrize("shape", [[2, 3], [6], [], [0, 4]])
+def test_a_cuda_header_that_fits_views_the_frame(shape):
+    from dlinterop import _dask
+    count = int(np.prod(shape))
+    frame = dl.from_dlpack(np.arange(count, dtype=np.float32).view(np.uint8))
+    back = _dask.cuda_deserialize_tensor({"shape": shape, "dtype": [2, 32, 1]}, [frame])
+    assert back.shape == tuple(shape) and back.dtype == dl.float32
+    if count:
+        assert back.data_ptr == frame.data_ptr
+        assert np.array_equal(np.from_dlpack(back), np.arange(count, dtype=np.float32)
+                              .reshape(shape))
+
+
 def test_a_host_tensor_is_not_the_cuda_familys():
     # The cuda family (UCX's) carries CUDA Tensors only: a host Tensor goes on to the next.
     from distributed.protocol import serialize

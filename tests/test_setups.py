@@ -173,6 +173,106 @@ def test_numpy_route_decided_after_deciding_elsewhere():
     assert owner_is_array == route   # the native route's Tensor is owned by the array
 
 
+# Calls made by one thread while another imports a framework for the first time: the
+# framework's module is in sys.modules from the start of its import, half made until it ends.
+_WHILE_ANOTHER_THREAD_IMPORTS = """
+    import _thread, sys
+    import dlinterop as dl
+    from dlinterop import _core
+
+    imported = []
+
+    def import_it():
+        try:
+            import {module}
+        finally:
+            imported.append(True)
+
+    source = dl.zeros(3)
+    failures = []
+    calls = 0
+    _thread.start_new_thread(import_it, ())
+    while not imported:
+        try:
+            {calls}
+        except Exception as error:
+            failures.append(repr(error))
+        calls += 1
+    assert not failures, (calls, failures[:3])
+"""
+
+
+def test_calls_while_another_thread_first_imports_torch():
+    # Regression: dl.from_dlpack of an object of a type not seen before raised
+    # AttributeError (torch.Tensor not yet defined) while another thread imported PyTorch.
+    _torch()
+    calls = """
+            producer = type("Producer", (), {
+                "__dlpack__": lambda self, **kw: source.__dlpack__(**kw),
+                "__dlpack_device__": lambda self: source.__dlpack_device__()})
+            assert dl.from_dlpack(producer()).data_ptr == source.data_ptr
+    """
+    proc = run_apart(_WHILE_ANOTHER_THREAD_IMPORTS.format(module="torch", calls=calls) + """
+    import torch
+    try:
+        dl.from_dlpack(torch.zeros(2, requires_grad=True))
+    except BufferError:
+        print(_core._setup_state("torch"))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    offset = int(proc.stdout)
+    assert offset >= 16 if sys.platform.startswith("linux") else offset >= -1
+
+
+def test_to_framework_while_another_thread_first_imports_torch():
+    # Regression: like=torch.Tensor, defined early in torch's import, took the half-made
+    # torch module from sys.modules and said "package 'torch' has no from_dlpack"; it now
+    # waits for the import to end.
+    _torch()
+    calls = """
+            tensor_type = getattr(sys.modules.get("torch"), "Tensor", None)
+            if tensor_type is not None:
+                assert type(dl.to_framework(source, like=tensor_type)) is tensor_type
+    """
+    proc = run_apart(_WHILE_ANOTHER_THREAD_IMPORTS.format(module="torch", calls=calls))
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_calls_while_another_thread_first_imports_numpy():
+    # Regressions: dl.dtype of anything but a name raised AttributeError (numpy.dtype not
+    # yet defined), and an ndarray made meanwhile (NumPy's core runs first) recorded its
+    # type as one that never takes the native route.
+    calls = """
+            try:
+                dl.dtype(object())
+            except TypeError:
+                pass
+            multiarray = sys.modules.get("numpy._core.multiarray")
+            if multiarray is not None and not multiarray.__spec__._initializing:
+                array = multiarray.zeros(3)
+                data = array.__array_interface__["data"][0]
+                assert dl.from_dlpack(array).data_ptr == data
+    """
+    proc = run_apart(_WHILE_ANOTHER_THREAD_IMPORTS.format(module="numpy", calls=calls) + """
+    import numpy
+    array = numpy.zeros(3)
+    owner_is_array = dl.from_dlpack(array).owner is array
+    print(_core._numpy_route(), owner_is_array)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    route = dl.build_info()["numpy_route_built"] and _numpy_route_usable()
+    assert proc.stdout.split() == [str(route), str(route)]
+
+
+def _numpy_route_usable():
+    numpy = pytest.importorskip("numpy")
+    previous = _core._set_numpy_route(True)
+    dl.from_dlpack(numpy.zeros(1))
+    usable = _core._numpy_route()
+    _core._set_numpy_route(previous)
+    return usable
+
+
 def test_setup_states_are_reported():
     for name in SETUPS:
         assert _core._setup_state(name) in ("undecided", "deciding") or isinstance(

@@ -362,6 +362,25 @@ def test_a_sealed_segment_with_holes_is_not_a_segment():
         _core._tensor_from_shared(fd, 1 << 40, 0, (1 << 38,), (1,), (2, 32, 1), False)
 
 
+def _read_only_shared_int64():
+    writable = dl.zeros((1,), "int64", shared=True)
+    segment, offset, shape, strides, dtype, _readonly = _core._shared_handle(writable)
+    return _core._tensor_in_segment(segment, offset, shape, strides, dtype, True)
+
+
+@pytest.mark.parametrize("counter", [
+    lambda: None, lambda: dl.zeros((1,), "int64"), lambda: dl.zeros((1,), "int32", shared=True),
+    lambda: dl.zeros((0,), "int64", shared=True),
+    lambda: dl.zeros((2,), "int64", shared=True).view(dl.uint8)[3:11].view(dl.int64),
+    _read_only_shared_int64])
+def test_a_crafted_cuda_handle_with_a_bad_counter_is_refused_first(counter):
+    # The receivers' count goes down when the received Tensor dies, where an error could
+    # only be swallowed: it is checked with the rest of the handle, before the driver.
+    with pytest.raises(TypeError, match="a counter is a writable int64 Tensor in shared"):
+        _core._tensor_from_cuda_ipc(bytes(64), 0, 0, bytes(64), (4,), (1,), (2, 32, 1),
+                                    False, counter())
+
+
 def test_a_crafted_cuda_handle_without_a_gpu_is_an_error_not_a_crash():
     proc = run_apart("""
         import dlinterop as dl

@@ -257,11 +257,11 @@ def test_numpy_asarray_keeps_read_only():
 # -- dask.array over a Tensor ----------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["float32", "int8", "bool", "complex128", "uint64", "float16",
-                                  "bfloat16"])
+                                  "bfloat16", "float8_e4m3fn", "float8_e8m0fnu"])
 def test_dask_array_from_a_tensor_equals_numpys(name):
     da = pytest.importorskip("dask.array")
     pytest.importorskip("ml_dtypes")
-    if name == "bfloat16":          # NumPy exports no ml_dtypes type through DLPack
+    if name.startswith(("bfloat16", "float8")):  # NumPy exports no ml_dtypes type via DLPack
         t = dl.full((4, 6), 1.5, name)
     else:
         t = dl.from_dlpack(np.arange(24).reshape(4, 6).astype(name))
@@ -271,8 +271,19 @@ def test_dask_array_from_a_tensor_equals_numpys(name):
     chunk = x.blocks[1, 0].compute()
     assert np.array_equal(chunk, a[2:4, 0:4])
     assert np.array_equal(x.compute(), a)
-    if name not in ("bool", "bfloat16"):
+    if name not in ("bool", "bfloat16") and not name.startswith("float8"):
         assert x.sum().compute() == a.sum()
+
+
+@pytest.mark.parametrize("name", ["float6_e2m3fn", "float4_e2m1fn", "int4"])
+def test_dask_array_from_a_packed_tensor_reads_unpacked_copies(name):
+    # docs/processes.md: ml_dtypes gives each element a byte, dlinterop packs them, so NumPy
+    # (and dask.array through it) gets unpacked copies of the chunks.
+    da = pytest.importorskip("dask.array")
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    out = da.from_array(dl.full((4, 4), 1, name), chunks=(2, 4)).compute()
+    assert out.dtype == np.dtype(getattr(ml_dtypes, name))
+    assert out.astype(np.float64).tolist() == [[1.0] * 4] * 4
 
 
 def test_views_of_a_source_with_negative_strides():

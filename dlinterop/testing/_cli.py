@@ -1,11 +1,14 @@
 """The command line: python -m dlinterop check NAME... (tables, --json, --markdown, --list,
 --strict)."""
+import argparse
 import dataclasses
 import json
+import os
+import sys
 
 from dlinterop.testing._frameworks import FRAMEWORKS
 from dlinterop.testing._model import ROLES, RULES
-from dlinterop.testing._run import check
+from dlinterop.testing._run import _require_checkable, _selected, check
 
 _CELL = {"pass": "pass", "fail": "FAIL", "n/a": "n/a"}
 
@@ -49,10 +52,15 @@ def _table(reports, markdown):
     for r in reports:
         c = r.counts()
         lines.append(f"{r.framework}: {c['pass']} passed, {c['fail']} failed, {c['n/a']} n/a")
-    failures = [res for r in reports for res in r.failures()]
-    if failures:
+    if any(r.failures() for r in reports):
         lines.append("\nfailures:")
-        lines += [f"  {res.framework} {res.rule}: {res.reason}" for res in failures]
+    for r in reports:
+        failures = r.failures()
+        if len(failures) > 1 and len({res.reason for res in failures}) == 1:
+            # One cause for them all (the framework cannot be set up): said once.
+            lines.append(f"  {r.framework}, all {len(failures)} rules: {failures[0].reason}")
+        else:
+            lines += [f"  {res.framework} {res.rule}: {res.reason}" for res in failures]
     return "\n".join(lines)
 
 
@@ -62,12 +70,35 @@ def add_arguments(parser):
                         help=f"{', '.join(FRAMEWORKS)}, or module:callable")
     parser.add_argument("--role", choices=ROLES, help="check one role only")
     parser.add_argument("--rule", action="append", dest="rules", help="only this rule (repeat)")
-    parser.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    parser.add_argument("--json", metavar="FILE", type=output_file,
+                        help="write the results as JSON")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
     parser.add_argument("--list", action="store_true", help="list the rules and stop")
     parser.add_argument("--strict", metavar="NAME", action="append", default=[],
                         help="exit 1 if NAME fails a rule (repeat; default: any failure "
                              "of any framework only prints)")
+
+
+def output_file(path):
+    """argparse's type for an output FILE (--json): a usage error, before anything runs,
+    where it names a directory or a file in a directory that does not exist."""
+    if os.path.isdir(path):
+        raise argparse.ArgumentTypeError(f"{path!r} is a directory; name a file in it")
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"no directory {folder!r} to write {path!r} in")
+    return path
+
+
+def write_json(path, document, command):
+    """Writes `document` to `path`; False (said on standard error) where it cannot be."""
+    try:
+        with open(path, "w") as f:
+            json.dump(document, f, indent=1)
+    except OSError as e:
+        print(f"{command}: error: cannot write {path!r}: {e.strerror or e}", file=sys.stderr)
+        return False
+    return True
 
 
 def run(args, parser):
@@ -78,19 +109,24 @@ def run(args, parser):
         return 0
     if not args.frameworks:
         parser.error("name at least one framework to check (or pass --list)")
-    reports = []
-    for spec in args.frameworks:
-        try:
-            reports.append(check(spec, args.role, args.rules))
-        except ValueError as e:
-            parser.error(str(e))
+    names = [spec.partition(":")[2] or spec for spec in args.frameworks]
+    unchecked = sorted(set(args.strict) - set(names))
+    if unchecked:
+        parser.error(f"--strict {', '.join(unchecked)}: not among the frameworks checked "
+                     f"({', '.join(names)})")
+    try:        # every name and rule before anything runs (a framework takes a while)
+        _selected(args.role, args.rules)
+        for spec in args.frameworks:
+            _require_checkable(spec)
+    except (ValueError, ImportError) as e:
+        parser.error(str(e))
+    reports = [check(spec, args.role, args.rules) for spec in args.frameworks]
     print(_table(reports, args.markdown))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"results": [dataclasses.asdict(res) for r in reports
-                                   for res in r.results]}, f, indent=1)
+    written = not args.json or write_json(
+        args.json, {"results": [dataclasses.asdict(res) for r in reports for res in r.results]},
+        parser.prog)
     failing = [r.framework for r in reports if r.framework in args.strict and not r]
-    return 1 if failing else 0
+    return 1 if failing or not written else 0
 
 
 DESCRIPTION = "Check frameworks against DLPack 1.3 as producers and consumers."

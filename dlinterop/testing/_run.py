@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import importlib.util
 import json
 import subprocess
 import sys
@@ -34,7 +35,12 @@ def _selected(role, rules):
         unknown = wanted - {r.id for r in RULES}
         if unknown:
             raise ValueError(f"unknown rules: {', '.join(sorted(unknown))}")
+        if not wanted:
+            raise ValueError("rules= names no rule: nothing to check")
         chosen = [r for r in chosen if r.id in wanted]
+        if not chosen:
+            raise ValueError(f"none of the rules {', '.join(sorted(wanted))} is a {role} "
+                             "rule: nothing to check")
     return chosen
 
 
@@ -74,8 +80,10 @@ def _isolated(spec, name, rules, timeout):
         if returncode == 0:
             raise RuntimeError(f"the checker's child stopped early: {stderr[-400:]}")
         if not done and returncode != "timeout" and _setup_failed(stderr):
+            # Nothing was checked: every rule fails (n/a would read as a pass, and a
+            # framework that cannot be set up must fail --strict and assert_conforms).
             reason = "cannot be set up: " + _last_line(stderr)
-            results += [Result(rid, name, role_of[rid], "n/a", reason) for rid in pending]
+            results += [Result(rid, name, role_of[rid], "fail", reason) for rid in pending]
             break
         crashed = pending.pop(0)
         how = ("timed out" if returncode == "timeout" else
@@ -111,9 +119,24 @@ def check(spec, role=None, rules=None, *, isolate=None, timeout=300):
     if isolate is False:
         fw = framework(spec)
         return Report(fw.name, [_run_rule(r, fw) for r in chosen])
+    _require_checkable(spec)
+    return Report(name, _isolated(spec, name, chosen, timeout))
+
+
+def _require_checkable(spec):
+    """ValueError for a name the checker does not know; ModuleNotFoundError where the module
+    a builtin name or "module:callable" comes from is not installed (nothing could be
+    checked: every rule would fail as "cannot be set up")."""
     if ":" not in spec and spec not in FRAMEWORKS:
         raise ValueError(f"unknown framework {spec!r}; builtin ones: {', '.join(FRAMEWORKS)}")
-    return Report(name, _isolated(spec, name, chosen, timeout))
+    module = spec.partition(":")[0]
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:          # a dotted name whose parent is missing
+        found = False
+    if not found:
+        raise ModuleNotFoundError(f"{module} is not installed here: {spec} cannot be checked",
+                                  name=module)
 
 
 def check_producer(spec, rules=None, **kwargs):

@@ -307,6 +307,19 @@ def test_dask_cuda_family_frames_stay_on_the_device(dask_protocol, dtype):
         t.to("cpu").__reduce_ex__(5)[1][0].raw().tobytes()
 
 
+@pytest.mark.parametrize("shape", [[1000], [2 ** 40], [5]])
+def test_dask_cuda_family_checks_the_header_against_the_device_frame(dask_protocol, shape):
+    # Regression: an empty device frame gave an uninitialised Tensor of whatever shape the
+    # header named (or an allocation of that size).
+    header, _frames = dask_protocol.serialize(dl.zeros((4,), "float32", device="cuda"),
+                                              serializers=["cuda"])
+    crafted = dict(header, **{"sub-header": dict(header["sub-header"], shape=shape)})
+    for frame in (dl.empty((0,), "uint8", device="cuda"), dl.zeros((16,), "uint8",
+                                                                    device="cuda")):
+        with pytest.raises(ValueError, match="bytes do not hold"):
+            dask_protocol.deserialize(crafted, [frame], deserializers=["cuda"])
+
+
 def test_dask_cuda_family_takes_a_cupy_frame(dask_protocol, cupy):
     t = dl.full((3, 5), 7, "int32", device="cuda")
     header, (frame,) = dask_protocol.serialize(t, serializers=["cuda"])
