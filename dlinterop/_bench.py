@@ -109,6 +109,10 @@ def run(peers=PEERS, repeats=9, seconds=0.002):
         peer_times = [v for c, v in medians.items() if c != "dlinterop"]
         ratio = medians["dlinterop"] / min(peer_times) if peer_times else None
         rows.append({"name": name, "ns": medians, "ratio": ratio})
+    # Dropped here, not left to the namespace's last reference: on free-threaded CPython
+    # the functions timeit compiled over it outlive the run (deferred reference counting)
+    # after other threads have run, and would keep its Tensor until some later collection.
+    ns.clear()
     return {"versions": versions, "python": platform.python_version(), "rows": rows,
             "repeats": repeats}
 

@@ -83,6 +83,7 @@ def test_a_careless_framework_fails_with_reasons():
 
 
 def test_bit_pattern_rules_catch_a_framework_that_misreads_bits():
+    pytest.importorskip("ml_dtypes")    # (the sub-byte values are ml_dtypes')
     report = dt.check(dt.framework("conformance_frameworks:bit_careless"))
     results = {r.rule: r for r in report.results}
     assert results["producer.flags-known"].result == "fail"
@@ -96,6 +97,7 @@ def test_bit_pattern_rules_catch_a_framework_that_misreads_bits():
 
 
 def test_dlinterop_reads_every_sub_byte_export_exactly():
+    pytest.importorskip("ml_dtypes")
     report = dt.check_producer("dlinterop", rules=["producer.dtype-float6-float4",
                                                    "producer.dtype-subbyte-integers",
                                                    "producer.flags-known"])
