@@ -39,26 +39,26 @@ import os
 import struct
 import sys
 
-include "runtime.pxi"       # C declarations, atomics, constants, layout helpers
-include "once.pxi"          # one-time set-ups: no lock held across Python, fork-safe
-include "dtypes.pxi"        # DType and dl.dtype()
-include "devices.pxi"       # DeviceType, Device, device parsing
-include "cuda.pxi"          # the hooks into the CUDA layer (dlinterop._cuda)
-include "allocator.pxi"     # the size rule, new buffers, the exchange allocator, memory_stats
-include "dltensors.pxi"     # validating foreign DLTensors and viewing them
-include "copies.pxi"        # copies, fills, the copy= and stream= rules
-include "export.pxi"        # __dlpack__, to_dlpack: capsules out
-include "consume.pxi"       # capsules and managed tensors in
-include "shared.pxi"        # shared-memory Tensors and their handles
-include "cuda_ipc.pxi"      # CUDA Tensors across processes
-include "torch_bits.pxi"    # PyTorch's requires_grad and lazy conj/neg views
-include "numpy_route.pxi"   # NumPy's C API, both ways
-include "producers.pxi"     # what is known per producer type, cached
-include "importer.pxi"      # from_dlpack, the exchange table consumer
-include "creation.pxi"      # empty, zeros, ones, full, arange, Python data
-include "bridge.pxi"        # asarray over the array interfaces and the buffer protocol
-include "exchange.pxi"      # dlinterop's own exchange table, published
-include "pickling.pxi"      # pickling by value
-include "views.pxi"         # views: indexing, transpose, reshape, dtype views
-include "conversions.pxi"   # __array__: NumPy arrays of every type NumPy holds
-include "tensor.pxi"        # the Tensor class itself
+include "core/runtime.pxi"         # C declarations, atomics, constants, layout helpers
+include "core/once.pxi"            # one-time set-ups: no lock held across Python, fork-safe
+include "core/dtypes.pxi"          # DType and dl.dtype()
+include "core/devices.pxi"         # DeviceType, Device, device parsing
+include "core/cuda.pxi"            # the hooks into the CUDA layer (dlinterop._cuda)
+include "core/allocator.pxi"       # the size rule, new buffers, the exchange allocator, memory_stats
+include "core/dltensors.pxi"       # validating foreign DLTensors and viewing them
+include "core/copies.pxi"          # copies, fills, the copy= and stream= rules
+include "core/export.pxi"          # __dlpack__, to_dlpack: capsules out
+include "core/consume.pxi"         # capsules and managed tensors in
+include "core/shared.pxi"          # shared-memory Tensors and their handles
+include "core/cuda_ipc.pxi"        # CUDA Tensors across processes
+include "core/torch_bits.pxi"      # PyTorch's requires_grad and lazy conj/neg views
+include "core/numpy_route.pxi"     # NumPy's C API, both ways
+include "core/producers.pxi"       # what is known per producer type, cached
+include "core/importer.pxi"        # from_dlpack, the exchange table consumer
+include "core/creation.pxi"        # empty, zeros, ones, full, arange, Python data
+include "core/bridge.pxi"          # asarray over the array interfaces and the buffer protocol
+include "core/exchange.pxi"        # dlinterop's own exchange table, published
+include "core/pickling.pxi"        # pickling by value
+include "core/views.pxi"           # views: indexing, transpose, reshape, dtype views
+include "core/conversions.pxi"     # __array__: NumPy arrays of every type NumPy holds
+include "core/tensor.pxi"          # the Tensor class itself
