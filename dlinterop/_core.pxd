@@ -23,13 +23,18 @@ cdef class Device:
     cdef DLDevice dl
 
 
+# The most dimensions whose shape and strides a Tensor keeps inline, without a malloc.
+cdef enum:
+    INLINE_NDIM = 4
+
+
 cdef class Tensor:
     # dl is the view every consumer sees. Its shape and strides always point at
     # shape_strides (ndim shape entries, then ndim strides in elements, never NULL when
-    # ndim > 0), which is inline_storage for small ndim and malloc'd otherwise.
+    # ndim > 0), which is inline_storage up to INLINE_NDIM dimensions and malloc'd past it.
     cdef DLTensor dl
     cdef int64_t* shape_strides
-    cdef int64_t inline_storage[8]
+    cdef int64_t inline_storage[2 * INLINE_NDIM]
     # Owned buffer from dli_host_alloc (base pointer and size for the free), or NULL.
     cdef void* alloc_base
     cdef size_t alloc_nbytes

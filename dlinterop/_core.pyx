@@ -24,10 +24,10 @@ from libc.string cimport memcpy, memset, strcmp
 from dlinterop.dlpack cimport *
 from dlinterop._cuda_table cimport dli_cuda_table
 from dlinterop._rules cimport (
-    MAX_NDIM, dims_from_python, element_count, host_accessible, is_c_contiguous, same_device,
-    storage_bytes,
+    MAX_NDIM, dims_from_python, element_count, element_count_of, host_accessible,
+    is_c_contiguous, item_bytes, refuse_ndim, same_device, storage_bytes,
 )
-from dlinterop._threadsafe cimport FREE_THREADED, dict_get, type_version
+from dlinterop._threadsafe cimport FREE_THREADED, type_version
 from dlinterop._type_cache cimport (
     dli_type_cache, type_cache_forget, type_cache_get, type_cache_last, type_cache_put,
     type_cache_size,
@@ -39,14 +39,16 @@ import os
 import struct
 import sys
 
-include "core/runtime.pxi"         # C declarations, atomics, constants, layout helpers
+include "core/runtime.pxi"         # C declarations, atomics, constants
 include "core/once.pxi"            # one-time set-ups: no lock held across Python, fork-safe
 include "core/dtypes.pxi"          # DType and dl.dtype()
 include "core/devices.pxi"         # DeviceType, Device, device parsing
+include "core/tensor_base.pxi"     # the Tensor's C-level life: layouts, owners, readers
+include "core/dltensors.pxi"       # validating foreign DLTensors; the door for handles
 include "core/cuda.pxi"            # the hooks into the CUDA layer (dlinterop._cuda)
 include "core/allocator.pxi"       # the size rule, new buffers, the exchange allocator, memory_stats
-include "core/dltensors.pxi"       # validating foreign DLTensors and viewing them
-include "core/copies.pxi"          # copies, fills, the copy= and stream= rules
+include "core/copies.pxi"          # copies between devices and layouts, fills
+include "core/placement.pxi"       # copy=, stream=, alignment: where a Tensor goes
 include "core/export.pxi"          # __dlpack__, to_dlpack: capsules out
 include "core/consume.pxi"         # capsules and managed tensors in
 include "core/shared.pxi"          # shared-memory Tensors and their handles
@@ -55,7 +57,8 @@ include "core/torch_bits.pxi"      # PyTorch's requires_grad and lazy conj/neg v
 include "core/numpy_route.pxi"     # NumPy's C API, both ways
 include "core/producers.pxi"       # what is known per producer type, cached
 include "core/importer.pxi"        # from_dlpack, the exchange table consumer
-include "core/creation.pxi"        # empty, zeros, ones, full, arange, Python data
+include "core/creation.pxi"        # empty, zeros, ones, full; dl.share
+include "core/python_data.pxi"     # arange, Tensors from nested sequences
 include "core/bridge.pxi"          # asarray over the array interfaces and the buffer protocol
 include "core/exchange.pxi"        # dlinterop's own exchange table, published
 include "core/pickling.pxi"        # pickling by value

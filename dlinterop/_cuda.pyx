@@ -5,8 +5,6 @@ driver or GPU, and then reports device_count() == 0."""
 
 cimport cython
 from libc.stdint cimport int32_t, int64_t, uintptr_t
-from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy
 
 from dlinterop.dlpack cimport DLDevice, DLDeviceType
 from dlinterop._cuda_table cimport dli_cuda_table

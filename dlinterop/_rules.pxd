@@ -16,6 +16,15 @@ cdef extern from "runtime.h":
     enum: MAX_NDIM "DLI_MAX_NDIM"
 
 
+cdef inline int refuse_ndim(Py_ssize_t ndim, object error) except -1:
+    """The one refusal of a tensor with more dimensions than MAX_NDIM (or fewer than 0), as
+    `error` (ValueError for a shape asked for, BufferError for memory offered, IndexError
+    for an index)."""
+    if ndim < 0:
+        raise error(f"a tensor cannot have {ndim} dimensions")
+    raise error(f"a tensor has at most {MAX_NDIM} dimensions, got {ndim}")
+
+
 cdef inline bint host_accessible(DLDeviceType device_type) noexcept nogil:
     """Memory the CPU can read and write directly."""
     return device_type == kDLCPU or device_type == kDLCUDAHost or device_type == kDLCUDAManaged
@@ -25,13 +34,24 @@ cdef inline bint same_device(DLDevice a, DLDevice b) noexcept nogil:
     return a.device_type == b.device_type and a.device_id == b.device_id
 
 
-cdef inline int64_t element_count(const DLTensor* dl) noexcept nogil:
-    """The product of a valid DLTensor's shape."""
+cdef inline int64_t element_count_of(int ndim, const int64_t* shape) noexcept nogil:
+    """The product of a valid shape."""
     cdef int64_t n = 1
     cdef int i
-    for i in range(dl.ndim):
-        n *= dl.shape[i]
+    for i in range(ndim):
+        n *= shape[i]
     return n
+
+
+cdef inline int64_t element_count(const DLTensor* dl) noexcept nogil:
+    """The product of a valid DLTensor's shape."""
+    return element_count_of(dl.ndim, dl.shape)
+
+
+cdef inline int64_t item_bytes(DLDataType dt) noexcept nogil:
+    """Bytes one element takes, rounded up: 1 for the packed sub-byte types (which share
+    bytes: storage_bytes counts those)."""
+    return (dt.bits * dt.lanes + 7) // 8
 
 
 cdef inline int64_t storage_bytes(int64_t count, DLDataType dt) noexcept nogil:
@@ -80,7 +100,7 @@ cdef inline int dims_from_python(object shape, int64_t* dims, bint exact) except
             raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
     ndim = len(shape)
     if ndim > MAX_NDIM:
-        raise ValueError(f"ndim must be at most {MAX_NDIM}, got {ndim}")
+        refuse_ndim(ndim, ValueError)
     for i in range(ndim):
         if not (INT64_MIN <= shape[i] <= INT64_MAX):
             raise ValueError(f"dimension {shape[i]} is out of range")

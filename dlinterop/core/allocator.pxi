@@ -18,81 +18,35 @@ cdef extern from "memory_limits.h" nogil:
 cdef Py_ssize_t _live_exports = 0
 
 
-cdef int _reserve_shape(Tensor t, int ndim) except -1:
-    """Points t.dl.shape/strides at storage for ndim entries each."""
-    if ndim > 4:
-        t.shape_strides = <int64_t*>malloc(2 * ndim * sizeof(int64_t))
-        if t.shape_strides == NULL:
-            t.shape_strides = t.inline_storage
-            raise MemoryError()
-    t.dl.ndim = ndim
-    if ndim > 0:
-        t.dl.shape = t.shape_strides
-        t.dl.strides = t.shape_strides + ndim
-    else:
-        t.dl.shape = NULL
-        t.dl.strides = NULL
-    return 0
-
-
-cdef inline void _fill_c_strides(int64_t* strides, const int64_t* shape, int ndim) noexcept nogil:
-    cdef int64_t step = 1
-    cdef int i
-    for i in range(ndim - 1, -1, -1):
-        strides[i] = step
-        if shape[i] > 1:
-            # Unsigned: the product wraps (instead of signed-overflow UB) only for an empty
-            # tensor with a 0 dim in front, whose strides address nothing.
-            step = <int64_t>(<uint64_t>step * <uint64_t>shape[i])
-
-
-# What is wrong with a requested layout: found without the GIL (the exchange API's allocator
-# runs without it); the messages are built only when one fails.
-cdef enum SizeProblem:
-    SIZE_OK = 0
-    SIZE_BAD_NDIM
-    SIZE_NULL_SHAPE
-    SIZE_BAD_DTYPE
-    SIZE_NEGATIVE_DIM
-    SIZE_COUNT_OVERFLOW
-    SIZE_BYTES_OVERFLOW
-
-
-cdef SizeProblem _buffer_size(int ndim, const int64_t* shape, DLDataType dt,
-                              int64_t* nbytes) noexcept nogil:
+cdef LayoutProblem _buffer_size(int ndim, const int64_t* shape, DLDataType dt,
+                                int64_t* nbytes) noexcept nogil:
     """The bytes a C-contiguous tensor of this shape and type takes, every product checked
-    for overflow: the one size rule for every allocation and every rebuilt buffer."""
-    cdef int64_t count = 1
+    for overflow: the one size rule for every allocation and every rebuilt buffer. Found
+    without the GIL: the exchange API's allocator runs without it."""
+    cdef int64_t count
     cdef int64_t bits
-    cdef int i
-    if ndim < 0 or ndim > MAX_NDIM:
-        return SIZE_BAD_NDIM
-    if ndim > 0 and shape == NULL:
-        return SIZE_NULL_SHAPE
-    if not _valid_dtype_nogil(dt):
-        return SIZE_BAD_DTYPE
-    for i in range(ndim):
-        if shape[i] < 0:
-            return SIZE_NEGATIVE_DIM
-        if __builtin_mul_overflow(count, shape[i], &count):
-            return SIZE_COUNT_OVERFLOW
+    cdef LayoutProblem problem = _check_ndim_and_dtype(ndim, shape, dt)
+    if problem == LAYOUT_OK:
+        problem = _count_elements(ndim, shape, &count)
+    if problem != LAYOUT_OK:
+        return problem
     if __builtin_mul_overflow(count, <int64_t>dt.bits * dt.lanes, &bits) or bits > INT64_MAX - 7:
-        return SIZE_BYTES_OVERFLOW
+        return BYTES_OVERFLOW
     nbytes[0] = (bits + 7) // 8   # packed sub-byte data rounds up to whole bytes
-    return SIZE_OK
+    return LAYOUT_OK
 
 
-cdef int _raise_size_problem(SizeProblem problem, int ndim, const int64_t* shape,
+cdef int _raise_size_problem(LayoutProblem problem, int ndim, const int64_t* shape,
                              DLDataType dt) except -1:
-    if problem == SIZE_BAD_NDIM:
-        raise ValueError(f"ndim must be between 0 and {MAX_NDIM}, got {ndim}")
-    if problem == SIZE_NULL_SHAPE:
+    if problem == BAD_NDIM:
+        refuse_ndim(ndim, ValueError)
+    if problem == NULL_SHAPE:
         raise ValueError(f"NULL shape for ndim {ndim} > 0")
-    if problem == SIZE_BAD_DTYPE:
+    if problem == BAD_DTYPE or problem == BAD_LANES:
         raise ValueError(f"unsupported data type ({dt.code}, {dt.bits}, {dt.lanes})")
-    if problem == SIZE_NEGATIVE_DIM:
+    if problem == NEGATIVE_DIM:
         raise ValueError(f"negative dimension in shape {[shape[i] for i in range(ndim)]}")
-    if problem == SIZE_COUNT_OVERFLOW:
+    if problem == COUNT_OVERFLOW:
         raise ValueError("shape is too large: its element count overflows int64")
     raise ValueError("shape is too large: its size in bytes overflows int64")
 
@@ -103,8 +57,8 @@ cdef int64_t checked_nbytes(int ndim, const int64_t* shape, DLDataType dt,
     no allocator can serve. Every allocator (dlinterop's, a framework's) is asked only after
     this."""
     cdef int64_t nbytes
-    cdef SizeProblem problem = _buffer_size(ndim, shape, dt, &nbytes)
-    if problem != SIZE_OK:
+    cdef LayoutProblem problem = _buffer_size(ndim, shape, dt, &nbytes)
+    if problem != LAYOUT_OK:
         _raise_size_problem(problem, ndim, shape, dt)
     if device.device_type == kDLCPU and device.device_id != 0:
         raise ValueError(f"there is no device cpu:{device.device_id}; use 'cpu'")
@@ -114,13 +68,7 @@ cdef int64_t checked_nbytes(int ndim, const int64_t* shape, DLDataType dt,
 cdef Tensor _allocate(int ndim, const int64_t* shape, DLDataType dt, DLDevice device,
                       size_t alignment, bint zero):
     cdef int64_t nbytes = checked_nbytes(ndim, shape, dt, device)
-    cdef Tensor t = Tensor.__new__(Tensor)
-    _reserve_shape(t, ndim)
-    if ndim > 0: memcpy(t.dl.shape, shape, ndim * sizeof(int64_t))  # no NULL to memcpy (UB)
-    _fill_c_strides(t.dl.strides, shape, ndim)
-    t.dl.dtype = dt
-    t.dl.device = device
-    t.dl.byte_offset = 0
+    cdef Tensor t = _new_contiguous(ndim, shape, dt, device, NULL, None)
     t.alloc_nbytes = <size_t>nbytes
     if device.device_type == kDLCPU:
         t.dl.data = dli_host_alloc(t.alloc_nbytes, alignment, zero, &t.alloc_base)
@@ -211,7 +159,7 @@ cdef int _xapi_allocator(DLTensor* prototype, DLManagedTensorVersioned** out, vo
     cdef int64_t nbytes
     cdef uint64_t available
     cdef int ndim = prototype.ndim
-    if _buffer_size(ndim, prototype.shape, prototype.dtype, &nbytes) != SIZE_OK:
+    if _buffer_size(ndim, prototype.shape, prototype.dtype, &nbytes) != LAYOUT_OK:
         set_error(error_ctx, "ValueError", "dlinterop allocator: bad ndim, shape or data type")
         return -1
     if prototype.device.device_type == kDLCPU and prototype.device.device_id != 0:
@@ -255,12 +203,6 @@ cdef int _xapi_allocator(DLTensor* prototype, DLManagedTensorVersioned** out, vo
         block.managed.dl_tensor.strides = NULL
     out[0] = &block.managed
     return 0
-
-
-# The three functions below take Python objects, so their callers hold the GIL (as they
-# must for PyTorch's table too). Declared `except -1`, they return -1 with the exception
-# set, as the exchange API requires; the table stores them cast to its noexcept pointer
-# types, which have the same C signature.
 
 
 def memory_stats(device="cpu"):

@@ -46,10 +46,8 @@ cdef Tensor _tensor_from_buffer(object obj):
     if dt is None:
         fmt = (<bytes>v.format).decode() if v.format != NULL else "B"
         raise TypeError(f"buffer format {fmt!r} (item size {v.itemsize}) has no DLPack data type")
-    if v.ndim > MAX_NDIM:
-        raise BufferError(f"buffer has {v.ndim} dimensions; at most {MAX_NDIM} are supported")
-    if v.ndim < 0:
-        raise BufferError(f"buffer has {v.ndim} dimensions")
+    if v.ndim < 0 or v.ndim > MAX_NDIM:
+        refuse_ndim(v.ndim, BufferError)
     if v.ndim == 0:
         # A scalar buffer (a NumPy scalar, a 0-d array): shape and strides are NULL by the
         # buffer protocol's rules, and the tensor is 0-d, not (1,).
@@ -83,15 +81,14 @@ cdef Tensor _tensor_from_buffer(object obj):
 
 
 cdef DType _dtype_from_typestr(str typestr):
+    """The DType of an array interface's typestr (byte order, kind, size: dtypes.pxi reads
+    it, as it reads every NumPy type string)."""
     if len(typestr) < 3 or typestr[0] not in "<>|=":
         raise ValueError(f"malformed typestr {typestr!r}")
-    if typestr[0] == ">" and typestr[2:] != "1":
-        raise ValueError(f"big-endian typestr {typestr!r} is not supported")
-    kind, size = typestr[1], int(typestr[2:])
-    name = {"b": "bool" if size == 1 else None, "i": f"int{size * 8}", "u": f"uint{size * 8}",
-            "f": f"float{size * 8}", "c": f"complex{size * 8}"}.get(kind)
-    found = _dtype_by_name.get(name) if name else None
-    if found is None or (kind == "c" and size < 8):
+    found = _dtype_from_type_string(typestr)
+    # dl.dtype("c4") is complex32, but no array-interface producer writes it (NumPy has no
+    # complex32): an interface that says c4 describes memory nobody defined.
+    if found is None or found is complex32:
         raise TypeError(f"typestr {typestr!r} has no DLPack data type")
     return found
 
@@ -139,7 +136,7 @@ cdef Tensor _tensor_over_interface(object obj, dict iface, DLDevice device):
     dims = tuple(iface["shape"])
     ndim = len(dims)
     if ndim > MAX_NDIM:
-        raise BufferError(f"at most {MAX_NDIM} dimensions are supported, got {ndim}")
+        refuse_ndim(ndim, BufferError)
     for i in range(ndim):
         shape[i] = dims[i]
     data = iface.get("data")
@@ -221,19 +218,7 @@ def asarray(obj, *, device=None, copy=None):
         raise TypeError(f"cannot make a tensor from {cls.__name__}: it has no __dlpack__, "
                         "__cuda_array_interface__, __array_interface__ or buffer, and is "
                         "not a list, tuple, range or Python number")
-    if t.flags & FLAG_REPACKED:
-        if copy is False:
-            _refuse_repacked(t)
-        copy = None         # a copy already
-    if device is not None:
-        target = _parse_device(device)
-        if not same_device(target, t.dl.device):
-            if copy is False:
-                _refuse_copy(t.dl.device, target)
-            return _copy_tensor(t, target)
-    if copy is True:
-        return _copy_tensor(t, t.dl.device)
-    return t
+    return _placed(t, device, copy)
 
 
 def tensor(data, dtype=None, *, device="cpu"):

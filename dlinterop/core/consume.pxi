@@ -70,13 +70,7 @@ cdef Tensor _repacked(Tensor padded):
     return out
 
 
-cdef int _refuse_repacked(Tensor t) except -1:
-    """The copy=False refusal of padded sub-byte data: one message for every route."""
-    raise CopyError(f"the producer's {dtype_from_dl(t.dl.dtype).name} data is padded (one "
-                    "element per byte: DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, or a NumPy "
-                    "array of an ml_dtypes sub-byte type), and dlinterop holds sub-byte types "
-                    "packed, which takes a copy; copy=False forbids it (pass copy=True or "
-                    "copy=None)")
+
 
 
 cdef Tensor tensor_from_managed(DLManagedTensorVersioned* m, bint readonly):
@@ -150,16 +144,6 @@ cdef Tensor _consume_capsule(object capsule):
                          "a DLPack capsule ('dltensor' or 'dltensor_versioned')")
     t.owner_ref = capsule
     return t
-
-
-cdef object _memory_owner(Tensor t):
-    """What keeps t's memory alive: t itself when t owns it (a buffer of its own, or an
-    imported managed tensor), else the object t holds for it. A view made of t holds this,
-    not t, so that views of views never form a chain that deallocation must walk."""
-    if (t.alloc_base != NULL or t.managed_versioned != NULL or t.managed_legacy != NULL
-            or t.owner_ref is None):
-        return t
-    return t.owner_ref
 
 
 cdef Tensor _view_of(Tensor src):

@@ -16,7 +16,7 @@ cdef object _numpy_array_of(Tensor t, object dtype, object copy):
     read as unsigned ints of the same size, then viewed as NumPy's own type for them."""
     import numpy as np
     if not host_accessible(t.dl.device.device_type):
-        raise TypeError(f"a tensor on {t.device} cannot be a NumPy array (NumPy holds host "
+        raise TypeError(f"a tensor on {_device_of(t)} cannot be a NumPy array (NumPy holds host "
                         f"memory); {_host_hint(t.dl.device)}")
     cdef DType dt = dtype_from_dl(t.dl.dtype)
     np_dtype = dt.to_numpy()          # TypeError where neither NumPy nor ml_dtypes has it
@@ -51,7 +51,7 @@ cdef object _unpacked_array(Tensor t, object np_dtype, object copy):
                          f"{t.dl.dtype.bits} bits each, and NumPy's {np_dtype} holds one per "
                          "byte: the array is a copy, which copy=False forbids")
     cdef Tensor src = _contiguous(t)
-    array = np.empty(src.shape, dtype=np.uint8)
+    array = np.empty(_shape_of(src), dtype=np.uint8)
     cdef uintptr_t address = array.ctypes.data
     cdef int64_t count = element_count(&src.dl)
     with nogil:
@@ -110,8 +110,8 @@ cdef object _compare(Tensor t, object other, bint negate):
         except (TypeError, ValueError, BufferError):
             return NotImplemented
     from dlinterop import _values
-    result, shape = _values.equal(_read_values(t, True), t.shape, _read_values(u, True),
-                                  u.shape, negate)
+    result, shape = _values.equal(_read_values(t, True), _shape_of(t), _read_values(u, True),
+                                  _shape_of(u), negate)
     cdef Tensor out = _new_from_python(shape, bool_, "cpu", DEFAULT_ALIGNMENT, False, False)
     if result:
         _store_values(out, result, 0)
@@ -122,8 +122,8 @@ cdef object _one_value(Tensor t, str what):
     """The value of a one-element Tensor (float(t), int(t), t.item(), ...)."""
     if element_count(&t.dl) != 1:
         raise TypeError(f"only a tensor of one element can be converted to {what}; this one "
-                        f"has shape {t.shape}") if what != "a bool" else ValueError(
-            f"the truth value of a tensor of shape {t.shape} is ambiguous (it holds "
+                        f"has shape {_shape_of(t)}") if what != "a bool" else ValueError(
+            f"the truth value of a tensor of shape {_shape_of(t)} is ambiguous (it holds "
             f"{element_count(&t.dl)} elements)")
     value = _values_of(t)
     while type(value) is list:
@@ -151,7 +151,7 @@ cdef object _values_text(Tensor t, int indent):
     text = _values.formatter(dtype_from_dl(t.dl.dtype))
     try:
         # In Python ints: a broadcast view can name more elements than an int64 counts.
-        return _axis_text(t, math.prod(t.shape) > _REPR_THRESHOLD, indent, text)
+        return _axis_text(t, math.prod(_shape_of(t)) > _REPR_THRESHOLD, indent, text)
     except (BufferError, TypeError, ValueError, MemoryError, OverflowError):
         return None
 

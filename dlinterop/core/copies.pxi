@@ -1,33 +1,6 @@
-# Provides: copies between devices and layouts (_copy_tensor, Tensor.to), the copy= rule
-# and CopyError, and zero_fill.
+# Provides: copies between devices and layouts (_copy_tensor, _copy_on_stream) and
+# zero_fill; placement.pxi decides when they are made.
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, cuda.pxi, allocator.pxi.
-
-class CopyError(BufferError, ValueError):
-    """A copy would be needed, and copy=False forbids it."""
-
-
-cdef int _refuse_copy(DLDevice source, DLDevice target) except -1:
-    """CopyError for a move between devices that copy=False forbids: one message for every
-    route (Tensor.to, export, import, asarray)."""
-    raise CopyError(f"moving data from {device_from_dl(source)} to {device_from_dl(target)} "
-                    "needs a copy, and copy=False was given")
-
-
-cdef int _check_copy_arg(object copy) except -1:
-    if copy is not None and copy is not True and copy is not False:
-        raise TypeError(f"copy must be True, False or None, got {copy!r}")
-    return 0
-
-
-cdef int _check_stream_type(object stream) except -1:
-    """TypeError unless `stream` (not None) is an int: the same rule for export and import."""
-    if isinstance(stream, bool) or not isinstance(stream, int):
-        raise TypeError(f"stream must be None or an int, got {type(stream).__name__}")
-    return 0
-
-
-# -- creation ---------------------------------------------------------------------------
-
 
 cdef Tensor _copy_tensor(Tensor src, DLDevice target):
     cdef Tensor out
@@ -56,7 +29,7 @@ cdef int _copy_into(Tensor out, Tensor src) except -1:
         with nogil:
             dli_copy_to_contiguous(<char*>out.dl.data, <char*>src.dl.data + src.dl.byte_offset,
                                    src.dl.ndim, src.dl.shape, src.dl.strides,
-                                   (src.dl.dtype.bits * src.dl.dtype.lanes) // 8)
+                                   item_bytes(src.dl.dtype))
     return 0
 
 
@@ -70,7 +43,7 @@ cdef Tensor _device_copy(Tensor src, DLDevice target):
         staged = _copy_tensor(src, _CPU)   # gather on the host first
     out = _allocate(src.dl.ndim, src.dl.shape, src.dl.dtype, target, DEFAULT_ALIGNMENT, False)
     cdef uintptr_t source = <uintptr_t>staged.dl.data + staged.dl.byte_offset
-    cdef size_t itemsize = (src.dl.dtype.bits * src.dl.dtype.lanes + 7) // 8
+    cdef size_t itemsize = item_bytes(src.dl.dtype)
     host_reads = target.device_type != kDLCUDA
     if is_c_contiguous(&staged.dl):
         _cuda_copy_bytes(<uintptr_t>out.dl.data, source, out.alloc_nbytes, gpu, host_reads)
@@ -82,12 +55,12 @@ cdef Tensor _device_copy(Tensor src, DLDevice target):
         if target.device_type == kDLCPU:
             tmp = _allocate(src.dl.ndim, src.dl.shape, src.dl.dtype, src.dl.device,
                             DEFAULT_ALIGNMENT, False)
-            _cuda_gather(<uintptr_t>tmp.dl.data, source, staged.shape, staged.strides,
+            _cuda_gather(<uintptr_t>tmp.dl.data, source, _shape_of(staged), _strides_of(staged),
                          itemsize, src.dl.device)
             _cuda_copy_bytes(<uintptr_t>out.dl.data, <uintptr_t>tmp.dl.data, out.alloc_nbytes,
                              src.dl.device, True)
         else:
-            _cuda_gather(<uintptr_t>out.dl.data, source, staged.shape, staged.strides,
+            _cuda_gather(<uintptr_t>out.dl.data, source, _shape_of(staged), _strides_of(staged),
                          itemsize, gpu)
             if host_reads:
                 _cuda_wait_for_current(gpu)
@@ -103,26 +76,6 @@ cdef Tensor _copy_on_stream(Tensor src, DLDevice target, object stream):
         return _copy_tensor(src, target)
     finally:
         _cuda_exit_stream(gpu, previous)
-
-
-cdef Tensor _tensor_to(Tensor self, object device, object copy, object stream):
-    """Tensor.to: this Tensor when it already lives on `device` and copy is not True, else a
-    copy, issued on `stream` where the copy involves CUDA memory."""
-    cdef DLDevice target = _parse_device(device)
-    _check_copy_arg(copy)
-    if stream is not None:
-        _check_stream_type(stream)
-    if same_device(target, self.dl.device) and copy is not True:
-        return self
-    if copy is False:
-        _refuse_copy(self.dl.device, target)
-    if stream is None or stream == -1:
-        return _copy_tensor(self, target)
-    if not (_is_cuda_memory(target.device_type)
-            or _is_cuda_memory(self.dl.device.device_type)):
-        raise ValueError(f"stream must be None or -1 for a copy from {self.device} to "
-                         f"{device_from_dl(target)}, got {stream}")
-    return _copy_on_stream(self, target, stream)
 
 
 cdef int zero_fill(Tensor t) except -1:

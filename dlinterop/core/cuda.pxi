@@ -1,5 +1,7 @@
-# Provides: the core's side of the CUDA layer: every operation on memory the CPU alone
-# cannot manage goes through these hooks, which call dlinterop._cuda (loaded on first use).
+# Provides: the core's side of the CUDA layer (dlinterop._cuda, loaded on first use): the
+# hooks through which allocation, copies, fills, stream order and memory statistics reach
+# memory the CPU alone cannot manage. CUDA IPC (cuda_ipc.pxi) calls the module's IPC
+# functions itself, after _require_cuda.
 # Uses: once.pxi, dtypes.pxi, devices.pxi.
 
 class CUDAError(RuntimeError):
@@ -102,10 +104,8 @@ cdef bint _can_copy_to(DLDevice src, DLDevice dst):
 
 cdef void* _device_alloc(size_t nbytes, size_t alignment, bint zero, DLDevice device,
                          void** base) except NULL:
+    # placement.pxi's _check_alignment refused an alignment CUDA cannot honour.
     module = _require_cuda(device)
-    if alignment > 256:
-        raise ValueError(f"CUDA allocations are 256-byte aligned; alignment={alignment} "
-                         "cannot be honoured")
     cdef uintptr_t ptr = module.alloc(nbytes, <int>device.device_type, device.device_id, zero)
     base[0] = <void*>ptr
     return <void*>ptr
@@ -205,27 +205,27 @@ cdef int order_for_consumer(Tensor t, const DLPackExchangeAPI* api) except -1:
     return 0
 
 
-cdef dict _TYPESTR_KINDS = {kDLBool: "b", kDLInt: "i", kDLUInt: "u", kDLFloat: "f",
-                            kDLComplex: "c"}
+# The kind letter of a typestr per type code: dtypes.pxi's table, read the other way.
+cdef dict _TYPESTR_KINDS = {code: kind for kind, code in _type_string_kinds.items()}
 
 
 cdef dict _cuda_array_interface(Tensor self):
     """Tensor.__cuda_array_interface__: version 3 of Numba's CUDA array interface, for CUDA
     device and managed memory."""
     if self.dl.device.device_type != kDLCUDA and self.dl.device.device_type != kDLCUDAManaged:
-        raise AttributeError(f"a tensor on {self.device} has no __cuda_array_interface__")
+        raise AttributeError(f"a tensor on {_device_of(self)} has no __cuda_array_interface__")
     cdef DType dt = dtype_from_dl(self.dl.dtype)
     typestr = _TYPESTR_KINDS.get(self.dl.dtype.code)
     if typestr is None or self.dl.dtype.lanes != 1:
         raise AttributeError(f"__cuda_array_interface__ cannot describe {dt.name}")
     stream = _cuda_current_stream(self.dl.device.device_id)
     return {
-        "shape": self.shape,
+        "shape": _shape_of(self),
         "typestr": ("|" if dt.itemsize == 1 else "<") + typestr + str(dt.itemsize),
-        "data": (self.data_ptr, self.readonly),
+        "data": (<uintptr_t>self.dl.data + self.dl.byte_offset, _is_readonly(self)),
         "version": 3,
         "strides": None if is_c_contiguous(&self.dl) else tuple(
-            [s * dt.itemsize for s in self.strides]),
+            [s * dt.itemsize for s in _strides_of(self)]),
         "stream": stream,
     }
 

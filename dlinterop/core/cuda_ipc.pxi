@@ -39,17 +39,7 @@ cdef Tensor _allocate_cuda_ipc(int ndim, const int64_t* shape, DLDataType dt, DL
     buffer.ptr = module.alloc(<size_t>nbytes, DLI_CUDA_DEVICE_IPC, device.device_id, zero)
     buffer.nbytes = <size_t>nbytes
     buffer.device = device.device_id
-    cdef Tensor t = Tensor.__new__(Tensor)
-    _reserve_shape(t, ndim)
-    if ndim > 0:
-        memcpy(t.dl.shape, shape, ndim * sizeof(int64_t))
-    _fill_c_strides(t.dl.strides, shape, ndim)
-    t.dl.dtype = dt
-    t.dl.device = device
-    t.dl.byte_offset = 0
-    t.dl.data = <void*>buffer.ptr
-    t.owner_ref = buffer
-    return t
+    return _new_contiguous(ndim, shape, dt, device, <void*>buffer.ptr, buffer)
 
 
 cdef Tensor _share_cuda(Tensor src):
@@ -63,8 +53,8 @@ cdef Tensor _share_cuda(Tensor src):
     elif _is_packed_subbyte(src.dl.dtype):
         raise BufferError("cannot copy a strided tensor of a packed sub-byte type")
     else:
-        _cuda_gather(<uintptr_t>out.dl.data, source, src.shape, src.strides,
-                     (src.dl.dtype.bits * src.dl.dtype.lanes) // 8, src.dl.device)
+        _cuda_gather(<uintptr_t>out.dl.data, source, _shape_of(src), _strides_of(src),
+                     item_bytes(src.dl.dtype), src.dl.device)
     return out
 
 
@@ -132,7 +122,7 @@ def _cuda_ipc_handle(Tensor t not None):
     current stream, so that the receiver's stream can wait for the work issued so far; the
     sender destroys it once every receiver is done."""
     if t.dl.device.device_type != kDLCUDA:
-        raise BufferError(f"only CUDA device memory crosses through CUDA IPC, not {t.device}")
+        raise BufferError(f"only CUDA device memory crosses through CUDA IPC, not {_device_of(t)}")
     module = _require_cuda(t.dl.device)
     handle, offset, size = module.ipc_export(<uintptr_t>t.dl.data + t.dl.byte_offset,
                                              t.dl.device.device_id)
@@ -145,20 +135,13 @@ def _tensor_from_cuda_ipc(bytes handle, offset, int device, bytes event_handle, 
     """The CUDA Tensor a handle from another process describes, over that process's
     memory; this thread's current stream waits for the sender's work first. Every part of
     the handle is checked (the allocation's size is the driver's, not the message's)."""
-    cdef int64_t dims[MAX_NDIM]
-    cdef int64_t steps[MAX_NDIM]
-    cdef int ndim
-    cdef DLTensor dl
+    cdef HandleLayout layout
     cdef _CudaIpcMapping mapping
     cdef _CudaIpcReceipt receipt
-    if (type(offset) is not int or offset < 0 or type(readonly) is not bool
-            or type(dtype_triple) is not tuple or type(strides) is not tuple):
+    if type(readonly) is not bool:
         raise TypeError("a CUDA Tensor's handle is (handle, offset, device, event, shape, "
                         "strides, (code, bits, lanes), readonly, counter)")
-    dt = dtype(dtype_triple)
-    ndim = dims_from_python(shape, dims, True)
-    if dims_from_python(strides, steps, True) != ndim:
-        raise ValueError(f"{len(strides)} strides for a shape of {ndim} dimensions")
+    _read_handle_layout(offset, shape, strides, dtype_triple, &layout)
     _check_counter(counter)    # else the receipt would fail to count down, unseen, at its end
     module = _require_cuda(_cuda_device(device))
     mappings = _ipc_mappings()
@@ -168,20 +151,12 @@ def _tensor_from_cuda_ipc(bytes handle, offset, int device, bytes event_handle, 
         mapping = _CudaIpcMapping.__new__(_CudaIpcMapping)
         mapping.base, mapping.size, mapping.device = base, size, device
         mappings[handle] = mapping
-    dl.data = <void*>(mapping.base + <size_t>offset)
-    dl.device = _cuda_device(device)
-    dl.ndim = ndim
-    dl.dtype = (<DType>dt).dl
-    dl.shape = dims
-    dl.strides = steps
-    dl.byte_offset = 0
-    _validate_dltensor(&dl)
-    _check_inside(&dl, offset, mapping.size)
+    cdef Tensor t = _tensor_from_handle(&layout, <void*>mapping.base, mapping.size,
+                                        _cuda_device(device), readonly)
     module.ipc_event_wait(device, event_handle)
     receipt = _CudaIpcReceipt.__new__(_CudaIpcReceipt)
     receipt.mapping = mapping
     receipt.counter = counter
-    cdef Tensor t = _wrap_dltensor(&dl, DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0)
     t.owner_ref = receipt
     return t
 

@@ -2,10 +2,12 @@
 # Tensors that view one (_wrap_dltensor, _tensor_over).
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, allocator.pxi (layout storage).
 
-# What is wrong with a DLTensor, found without the GIL or any Python object: the check runs
-# on every import, and the messages are built only when one fails.
-cdef enum DLTensorProblem:
-    DLTENSOR_OK = 0
+# What is wrong with a layout (a foreign DLTensor, or a shape and type to allocate), found
+# without the GIL or any Python object: the checks run on every import and every
+# allocation, and the messages are built only when one fails (_raise_dltensor_problem for a
+# producer's DLTensor, allocator.pxi's _raise_size_problem for a requested layout).
+cdef enum LayoutProblem:
+    LAYOUT_OK = 0
     BAD_NDIM
     NULL_SHAPE
     BAD_LANES
@@ -14,33 +16,54 @@ cdef enum DLTensorProblem:
     BAD_DEVICE_ID
     NEGATIVE_DIM
     COUNT_OVERFLOW
+    BYTES_OVERFLOW
     NULL_DATA
     EXTENT_OVERFLOW
 
 
-cdef DLTensorProblem _check_dltensor(const DLTensor* dl) noexcept nogil:
-    cdef int64_t count = 1
+cdef inline LayoutProblem _check_ndim_and_dtype(int ndim, const int64_t* shape,
+                                                DLDataType dt) noexcept nogil:
+    if ndim < 0 or ndim > MAX_NDIM:
+        return BAD_NDIM
+    if ndim > 0 and shape == NULL:
+        return NULL_SHAPE
+    if not _valid_dtype_nogil(dt):
+        return BAD_LANES if dt.lanes != 1 else BAD_DTYPE
+    return LAYOUT_OK
+
+
+cdef inline LayoutProblem _count_elements(int ndim, const int64_t* shape,
+                                          int64_t* count) noexcept nogil:
+    """The product of the shape in count[0], every dimension not negative, no overflow."""
+    cdef int64_t n = 1
+    cdef int i
+    for i in range(ndim):
+        if shape[i] < 0:
+            return NEGATIVE_DIM
+        if __builtin_mul_overflow(n, shape[i], &n):
+            return COUNT_OVERFLOW
+    count[0] = n
+    return LAYOUT_OK
+
+
+cdef LayoutProblem _check_dltensor(const DLTensor* dl) noexcept nogil:
+    cdef int64_t count
     cdef int64_t extent = 0
     cdef int64_t span
     cdef int64_t stride
     cdef int i
-    if dl.ndim < 0 or dl.ndim > MAX_NDIM:
-        return BAD_NDIM
-    if dl.ndim > 0 and dl.shape == NULL:
-        return NULL_SHAPE
-    if not _valid_dtype_nogil(dl.dtype):
-        return BAD_LANES if dl.dtype.lanes != 1 else BAD_DTYPE
+    cdef LayoutProblem problem = _check_ndim_and_dtype(dl.ndim, dl.shape, dl.dtype)
+    if problem != LAYOUT_OK:
+        return problem
     if not _known_device_type(dl.device.device_type):
         return BAD_DEVICE_TYPE
     if dl.device.device_id < 0:
         return BAD_DEVICE_ID
-    for i in range(dl.ndim):
-        if dl.shape[i] < 0:
-            return NEGATIVE_DIM
-        if __builtin_mul_overflow(count, dl.shape[i], &count):
-            return COUNT_OVERFLOW
+    problem = _count_elements(dl.ndim, dl.shape, &count)
+    if problem != LAYOUT_OK:
+        return problem
     if count == 0:
-        return DLTENSOR_OK
+        return LAYOUT_OK
     if dl.data == NULL:
         return NULL_DATA
     # The furthest element from element 0, in bytes, must be addressable.
@@ -54,25 +77,24 @@ cdef DLTensorProblem _check_dltensor(const DLTensor* dl) noexcept nogil:
                                               &span)
                     or __builtin_add_overflow(extent, span, &extent)):
                 return EXTENT_OVERFLOW
-    if (extent == INT64_MAX or __builtin_mul_overflow(extent + 1,
-                               <int64_t>((dl.dtype.bits * dl.dtype.lanes + 7) // 8), &extent)
+    if (extent == INT64_MAX or __builtin_mul_overflow(extent + 1, item_bytes(dl.dtype), &extent)
             or dl.byte_offset > <uint64_t>INT64_MAX
             or __builtin_add_overflow(extent, <int64_t>dl.byte_offset, &extent)):
         return EXTENT_OVERFLOW
-    return DLTENSOR_OK
+    return LAYOUT_OK
 
 
 cdef inline int _validate_dltensor(const DLTensor* dl) except -1:
     """Raises BufferError unless the DLTensor is one dlinterop can represent safely."""
-    cdef DLTensorProblem problem = _check_dltensor(dl)
-    if problem != DLTENSOR_OK:
+    cdef LayoutProblem problem = _check_dltensor(dl)
+    if problem != LAYOUT_OK:
         _raise_dltensor_problem(dl, problem)
     return 0
 
 
-cdef int _raise_dltensor_problem(const DLTensor* dl, DLTensorProblem problem) except -1:
+cdef int _raise_dltensor_problem(const DLTensor* dl, LayoutProblem problem) except -1:
     if problem == BAD_NDIM:
-        raise BufferError(f"DLTensor ndim must be between 0 and {MAX_NDIM}, got {dl.ndim}")
+        refuse_ndim(dl.ndim, BufferError)
     if problem == NULL_SHAPE:
         raise BufferError(f"DLTensor has ndim {dl.ndim} but a NULL shape")
     if problem == BAD_LANES:
@@ -95,24 +117,6 @@ cdef int _raise_dltensor_problem(const DLTensor* dl, DLTensorProblem problem) ex
     raise BufferError("DLTensor byte extent overflows int64")
 
 
-cdef Tensor _wrap_dltensor(const DLTensor* dl, uint64_t flags):
-    """A Tensor viewing a validated DLTensor, with its own copy of shape and strides."""
-    cdef Tensor t = Tensor.__new__(Tensor)
-    _reserve_shape(t, dl.ndim)
-    t.dl.data = dl.data
-    t.dl.device = dl.device
-    t.dl.dtype = dl.dtype
-    t.dl.byte_offset = dl.byte_offset
-    if dl.ndim > 0:
-        memcpy(t.dl.shape, dl.shape, dl.ndim * sizeof(int64_t))
-        if dl.strides != NULL:
-            memcpy(t.dl.strides, dl.strides, dl.ndim * sizeof(int64_t))
-        else:
-            _fill_c_strides(t.dl.strides, dl.shape, dl.ndim)
-    t.flags = flags & (DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED)
-    return t
-
-
 cdef Tensor _tensor_over(void* data, int ndim, const int64_t* shape, const int64_t* strides,
                          DType dt, DLDevice device, bint readonly, object owner):
     """A Tensor viewing foreign memory kept alive by `owner`; strides in elements, or NULL
@@ -131,10 +135,61 @@ cdef Tensor _tensor_over(void* data, int ndim, const int64_t* shape, const int64
     return t
 
 
+# The door every Tensor received from another process comes through (a shared-memory
+# segment, a CUDA IPC mapping): its layout is read from a handle that went through a pickle,
+# which anyone can write, so every part is checked before any memory is taken for it, and
+# the Tensor must lie inside the bytes received.
+
+ctypedef struct HandleLayout:
+    int ndim
+    int64_t offset               # bytes from the memory's start to element 0
+    DLDataType dtype
+    int64_t shape[MAX_NDIM]
+    int64_t strides[MAX_NDIM]    # in elements
+
+
+cdef int _read_handle_layout(object offset, object shape, object strides, object dtype_triple,
+                             HandleLayout* out) except -1:
+    """Reads (offset, shape, strides, (code, bits, lanes)) from a handle: ints and tuples of
+    ints only, offset not negative, a stride per dimension, a type dlinterop knows."""
+    if (type(offset) is not int or type(dtype_triple) is not tuple
+            or type(strides) is not tuple):
+        raise TypeError("a handle's offset is an int, its strides a tuple and its data type a "
+                        f"(code, bits, lanes) tuple, got {offset!r}, {strides!r}, "
+                        f"{dtype_triple!r}")
+    if not 0 <= offset <= INT64_MAX:
+        raise ValueError(f"a handle's offset {offset} is negative or out of range")
+    out.dtype = (<DType>dtype(dtype_triple)).dl
+    out.ndim = dims_from_python(shape, out.shape, True)
+    if dims_from_python(strides, out.strides, True) != out.ndim:
+        raise ValueError(f"{len(strides)} strides for a shape of {out.ndim} dimensions")
+    out.offset = offset
+    return 0
+
+
+cdef Tensor _tensor_from_handle(HandleLayout* layout, void* base, size_t length,
+                                DLDevice device, bint readonly):
+    """A Tensor over the `length` bytes at `base` that a handle's layout describes, validated
+    and inside those bytes; its owner is the caller's to set."""
+    cdef DLTensor dl
+    if <uint64_t>layout.offset > length:
+        raise ValueError(f"memory of {length} bytes has no offset {layout.offset}")
+    dl.data = <char*>base + layout.offset
+    dl.device = device
+    dl.ndim = layout.ndim
+    dl.dtype = layout.dtype
+    dl.shape = layout.shape
+    dl.strides = layout.strides
+    dl.byte_offset = 0
+    _validate_dltensor(&dl)
+    _check_inside(&dl, layout.offset, <int64_t>length)
+    return _wrap_dltensor(&dl, DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0)
+
+
 cdef int _check_inside(const DLTensor* dl, int64_t start, int64_t nbytes) except -1:
     """ValueError unless every byte of the (validated) view `dl`, whose element 0 is `start`
     bytes into a buffer of `nbytes` bytes, lies inside that buffer."""
-    cdef int64_t low = 0, high = 0, itemsize = (dl.dtype.bits * dl.dtype.lanes + 7) // 8
+    cdef int64_t low = 0, high = 0, itemsize = item_bytes(dl.dtype)
     cdef int i
     if element_count(dl) == 0:
         return 0

@@ -106,7 +106,7 @@ cdef DType _register_dtype(str name, uint8_t code, uint8_t bits, uint16_t lanes,
     dt.dl.bits = bits
     dt.dl.lanes = lanes
     dt.name = name
-    dt.itemsize = (bits * lanes + 7) // 8
+    dt.itemsize = item_bytes(dt.dl)
     dt.buffer_format = fmt
     _dtype_by_key[_dtype_key(code, bits, lanes)] = dt
     _dtype_by_name[name] = dt

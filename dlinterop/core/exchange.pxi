@@ -2,6 +2,11 @@
 # (__dlpack_c_exchange_api__); its allocator lives in allocator.pxi.
 # Uses: runtime.pxi, cuda.pxi, allocator.pxi, export.pxi, consume.pxi, producers.pxi.
 
+# The three functions below take Python objects, so their callers hold the GIL (as they
+# must for PyTorch's table too). Declared `except -1`, they return -1 with the exception
+# set, as the exchange API requires; the table stores them cast to its noexcept pointer
+# types, which have the same C signature.
+
 cdef int _xapi_to_managed(void* py_object, DLManagedTensorVersioned** out) except -1:
     """Owning export of a dl.Tensor, no stream synchronisation."""
     _check_tensor_object(<object>py_object)

@@ -10,21 +10,22 @@ cdef const char* NAME_USED_LEGACY = "used_dltensor"
 cdef const char* NAME_USED_VERSIONED = "used_dltensor_versioned"
 
 
-# Export blocks (managed struct + shape + strides) for up to SMALL_NDIM dimensions are
-# recycled through a small free list: an export then costs no allocator call. Blocks of
-# both structs share one size so that either kind can reuse any block. The list is only
-# touched while holding the GIL; without a GIL (free-threaded CPython) it is not used.
+# Export blocks (managed struct + shape + strides) for up to INLINE_NDIM dimensions (as
+# many as a Tensor keeps inline) are recycled through a small free list: an export then
+# costs no allocator call. Blocks of both structs share one size so that either kind can
+# reuse any block. The list is only touched while holding the GIL; without a GIL
+# (free-threaded CPython) it is not used.
 cdef enum:
-    SMALL_NDIM = 4
     FREE_BLOCKS = 32
-cdef size_t SMALL_BLOCK_BYTES = sizeof(DLManagedTensorVersioned) + 2 * SMALL_NDIM * sizeof(int64_t)
+cdef size_t SMALL_BLOCK_BYTES = (sizeof(DLManagedTensorVersioned)
+                                  + 2 * INLINE_NDIM * sizeof(int64_t))
 cdef void* _free_blocks[FREE_BLOCKS]
 cdef int _free_block_count = 0
 
 
 cdef inline void* _block_alloc(int ndim) noexcept nogil:
     global _free_block_count
-    if ndim <= SMALL_NDIM:
+    if ndim <= INLINE_NDIM:
         if not FREE_THREADED and _free_block_count > 0:
             _free_block_count -= 1
             return _free_blocks[_free_block_count]
@@ -34,7 +35,7 @@ cdef inline void* _block_alloc(int ndim) noexcept nogil:
 
 cdef inline void _block_free(void* block, int ndim) noexcept nogil:
     global _free_block_count
-    if not FREE_THREADED and ndim <= SMALL_NDIM and _free_block_count < FREE_BLOCKS:
+    if not FREE_THREADED and ndim <= INLINE_NDIM and _free_block_count < FREE_BLOCKS:
         _free_blocks[_free_block_count] = block
         _free_block_count += 1
     else:
@@ -257,7 +258,7 @@ cdef object _export(Tensor t, object stream, object max_version, object dl_devic
         if copy is False:
             _refuse_copy(t.dl.device, target)
         if not _can_copy_to(t.dl.device, target):
-            raise BufferError(f"cannot export a tensor on {t.device} to device "
+            raise BufferError(f"cannot export a tensor on {_device_of(t)} to device "
                               f"{tuple(dl_device)}: dlinterop cannot reach it")
     if copy is True or not on_target:
         src = _copy_tensor(t, target)
@@ -272,23 +273,11 @@ cdef object _export(Tensor t, object stream, object max_version, object dl_devic
 
 
 cdef int _check_stream_arg(Tensor t, object stream) except -1:
-    cdef bint cuda = (t.dl.device.device_type == kDLCUDA
-                      or t.dl.device.device_type == kDLCUDAManaged)
-    if stream is None:
-        if cuda:
-            _cuda_stream_wait(t, 1)   # None means the legacy default stream
-        return 0
-    _check_stream_type(stream)
-    if cuda:
-        if stream == 0:
-            raise ValueError("stream=0 is ambiguous and not allowed for CUDA; use 1 for the "
-                             "legacy default stream or 2 for the per-thread default stream")
-        if stream < -1:
-            raise ValueError(f"invalid CUDA stream {stream}")
-        _cuda_stream_wait(t, stream)
-        return 0
-    if stream != -1:
-        raise ValueError(f"stream must be None or -1 for a tensor on {t.device}, got {stream}")
+    """The stream= rule (placement.pxi), then the consumer's stream ordered after the work
+    dlinterop issued on CUDA memory (None: the legacy default stream, as DLPack says)."""
+    _check_stream(stream, t.dl.device.device_type, f"a tensor on {_device_of(t)}")
+    if _is_cuda_memory(t.dl.device.device_type):
+        _cuda_stream_wait(t, 1 if stream is None else stream)
     return 0
 
 

@@ -169,10 +169,9 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
                 kwargs["stream"] = _cuda_current_stream(src_index)
         elif stream is not None:
             src_type = obj.__dlpack_device__()[0]
-            if src_type in (kDLCUDA, kDLCUDAManaged, kDLROCM):
+            _check_stream(stream, <DLDeviceType><int>src_type, f"memory on device {src_type}")
+            if _has_streams(<DLDeviceType><int>src_type):
                 kwargs["stream"] = stream
-            elif stream != -1:
-                raise ValueError(f"stream must be None or -1 for memory on device {src_type}")
         if device is not None:
             kwargs["dl_device"] = (<int>target.device_type, target.device_id)
             try:
@@ -185,17 +184,7 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
                 t = _import_from_producer(obj, kwargs)
         else:
             t = _import_from_producer(obj, kwargs)
-    if copy is False and t.flags & FLAG_REPACKED:
-        _refuse_repacked(t)
-    if device is not None and not same_device(target, t.dl.device):
-        if copy is False:
-            _refuse_copy(t.dl.device, target)
-        return _copy_tensor(t, target)
-    if copy is True and not (t.flags & DLPACK_FLAG_BITMASK_IS_COPIED):
-        # Nobody said this memory is a private copy (a capsule, a legacy producer, or one
-        # that ignored copy=True): make one.
-        return _copy_tensor(t, t.dl.device)
-    return t
+    return _placed(t, device, copy)
 
 
 cdef Tensor _import_through_exchange_api(_Producer producer, object obj):
@@ -251,7 +240,7 @@ cdef int borrow_dltensor(object obj, DLTensor* out, bint sharing) except -1:
             return raise_pending_error()
         PyErr_Clear()
         return 0
-    if _check_dltensor(out) != DLTENSOR_OK or _is_packed_subbyte(out.dtype):
+    if _check_dltensor(out) != LAYOUT_OK or _is_packed_subbyte(out.dtype):
         # The ordinary import says what is wrong with it; and a DLTensor has no flags, so
         # sub-byte data, which may be padded, comes through a managed tensor that says.
         return 0

@@ -25,12 +25,12 @@ cdef class _RawBytes:
         cdef Tensor t = self.tensor
         if t is None:
             raise BufferError("this _RawBytes views no tensor")
-        if (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE and t.readonly:
+        if (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE and _is_readonly(t):
             raise BufferError("tensor is read-only")
         buf.buf = <char*>t.dl.data + t.dl.byte_offset
         buf.obj = self
         buf.len = storage_bytes(element_count(&t.dl), t.dl.dtype)
-        buf.readonly = t.readonly
+        buf.readonly = _is_readonly(t)
         buf.itemsize = 1
         buf.format = <char*>"B" if (flags & PyBUF_FORMAT) == PyBUF_FORMAT else NULL
         buf.ndim = 1
@@ -48,11 +48,11 @@ cdef tuple _reduce_tensor(Tensor self, object protocol):
     band when the pickler has a buffer_callback (zero-copy); with older protocols they are
     bytes in the pickle, after padding from 1 MiB on (see _BYTES_PAD)."""
     if not host_accessible(self.dl.device.device_type):
-        raise TypeError(f"a tensor on {self.device} cannot be pickled; "
+        raise TypeError(f"a tensor on {_device_of(self)} cannot be pickled; "
                         "move it with .to('cpu') first")
     src = self if is_c_contiguous(&self.dl) else _copy_tensor(self, self.dl.device)
-    meta = (self.shape, (self.dl.dtype.code, self.dl.dtype.bits, self.dl.dtype.lanes),
-            self.readonly)
+    meta = (_shape_of(self), (self.dl.dtype.code, self.dl.dtype.bits, self.dl.dtype.lanes),
+            _is_readonly(self))
     raw = _RawBytes.__new__(_RawBytes)
     (<_RawBytes>raw).tensor = src
     if protocol >= 5:
@@ -88,11 +88,11 @@ cdef DType _checked_layout(object shape, object dtype_triple, object nbytes, int
     TypeError unless they describe a tensor dlinterop can hold of exactly `nbytes` bytes,
     the bytes that came with them."""
     cdef int64_t needed
-    cdef SizeProblem problem
+    cdef LayoutProblem problem
     cdef DType dt = dtype(dtype_triple)
     ndim[0] = dims_from_python(shape, dims, True)
     problem = _buffer_size(ndim[0], dims, dt.dl, &needed)
-    if problem != SIZE_OK:
+    if problem != LAYOUT_OK:
         _raise_size_problem(problem, ndim[0], dims, dt.dl)
     if nbytes != needed:
         raise ValueError(f"{nbytes} bytes do not hold a {dt.name} tensor of shape {shape}")
@@ -176,4 +176,4 @@ cdef Tensor _tensor_from_raw_buffer(object view, int ndim, const int64_t* dims, 
         out = _allocate(ndim, dims, dt.dl, _CPU, DEFAULT_ALIGNMENT, False)
         memcpy(out.dl.data, t.dl.data, out.alloc_nbytes)
         return out
-    return _tensor_over(t.dl.data, ndim, dims, NULL, dt, _CPU, t.readonly, t.owner_ref)
+    return _tensor_over(t.dl.data, ndim, dims, NULL, dt, _CPU, _is_readonly(t), t.owner_ref)

@@ -1,5 +1,6 @@
-# Provides: the C declarations the core uses (CPython's raw API, src/runtime.h), atomics,
-# the core's constants and layout helpers, and raise_pending_error.
+# Provides: the C declarations the core uses (CPython's raw API; src/runtime.h: the
+# allocator's counters, strided copies and sub-byte packing), atomics, the core's constants
+# (alignment, dlinterop's own flag bits, the newest DLPack version), and raise_pending_error.
 # Uses: nothing.
 
 cdef extern from "Python.h":

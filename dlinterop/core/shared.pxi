@@ -94,17 +94,9 @@ cdef Tensor _allocate_shared(int ndim, const int64_t* shape, DLDataType dt, size
     segment.fd = fd
     segment.base = base
     segment.length = length
-    cdef Tensor t = Tensor.__new__(Tensor)
-    _reserve_shape(t, ndim)
-    if ndim > 0:
-        memcpy(t.dl.shape, shape, ndim * sizeof(int64_t))
-    _fill_c_strides(t.dl.strides, shape, ndim)
-    t.dl.dtype = dt
-    t.dl.device = _CPU
-    t.dl.byte_offset = 0
-    t.dl.data = <void*>((<uintptr_t>base + alignment - 1) & ~(<uintptr_t>alignment - 1))
-    t.owner_ref = segment
-    return t
+    return _new_contiguous(
+        ndim, shape, dt, _CPU,
+        <void*>((<uintptr_t>base + alignment - 1) & ~(<uintptr_t>alignment - 1)), segment)
 
 
 cdef _SharedMemory _shared_memory_of(Tensor t):
@@ -122,8 +114,8 @@ def _shared_handle(Tensor t not None):
     if segment is None:
         return None
     offset = <uintptr_t>t.dl.data + t.dl.byte_offset - <uintptr_t>segment.base
-    return (segment, offset, t.shape, t.strides,
-            (t.dl.dtype.code, t.dl.dtype.bits, t.dl.dtype.lanes), t.readonly)
+    return (segment, offset, _shape_of(t), _strides_of(t),
+            (t.dl.dtype.code, t.dl.dtype.bits, t.dl.dtype.lanes), _is_readonly(t))
 
 
 def _segment_from_fd(int fd, length):
@@ -151,34 +143,16 @@ def _segment_from_fd(int fd, length):
 
 def _tensor_in_segment(_SharedMemory segment not None, offset, shape, strides, dtype_triple,
                        readonly):
-    """The Tensor a handle describes over a segment received: every part is checked (a
-    pickle can be written by anyone), and the tensor must lie inside the segment."""
-    cdef int64_t dims[MAX_NDIM]
-    cdef int64_t steps[MAX_NDIM]
-    cdef int ndim
-    cdef DLTensor dl
+    """The Tensor a handle describes over a segment received (_tensor_from_handle checks
+    every part)."""
+    cdef HandleLayout layout
     if segment.fd < 0:
         raise ValueError("a shared Tensor's segment is one mapped by _segment_from_fd")
-    if (type(offset) is not int or type(readonly) is not bool or type(dtype_triple) is not tuple
-            or type(strides) is not tuple):
+    if type(readonly) is not bool:
         raise TypeError("a shared Tensor's handle is (segment, offset, shape, strides, "
                         "(code, bits, lanes), readonly)")
-    dt = dtype(dtype_triple)
-    ndim = dims_from_python(shape, dims, True)
-    if dims_from_python(strides, steps, True) != ndim:
-        raise ValueError(f"{len(strides)} strides for a shape of {ndim} dimensions")
-    if not 0 <= offset <= segment.length:
-        raise ValueError(f"a segment of {segment.length} bytes has no offset {offset}")
-    dl.data = <char*>segment.base + <Py_ssize_t>offset
-    dl.device = _CPU
-    dl.ndim = ndim
-    dl.dtype = (<DType>dt).dl
-    dl.shape = dims
-    dl.strides = steps
-    dl.byte_offset = 0
-    _validate_dltensor(&dl)
-    _check_inside(&dl, offset, segment.length)
-    cdef Tensor t = _wrap_dltensor(&dl, DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0)
+    _read_handle_layout(offset, shape, strides, dtype_triple, &layout)
+    cdef Tensor t = _tensor_from_handle(&layout, segment.base, segment.length, _CPU, readonly)
     t.owner_ref = segment
     return t
 
@@ -207,7 +181,7 @@ cdef int _check_counter(object counter) except -1:
         t = <Tensor>counter
         if (_shared_memory_of(t) is not None and t.dl.dtype.code == kDLInt
                 and t.dl.dtype.bits == 64 and t.dl.dtype.lanes == 1
-                and element_count(&t.dl) >= 1 and not t.readonly
+                and element_count(&t.dl) >= 1 and not _is_readonly(t)
                 and (<uintptr_t>t.dl.data + t.dl.byte_offset) % 8 == 0):
             return 0
     raise TypeError("a counter is a writable int64 Tensor in shared memory")

@@ -1,6 +1,8 @@
 # Provides: the Tensor class: owned, aligned buffers or imported managed tensors, their
 # attributes, the buffer protocol, and deallocation that never recurses without bound.
-# Uses: every file above (the methods forward to them); last, so that nothing calls it.
+# Uses: the files above whose Python-facing operations its methods forward to. Last: the
+# files above make and read Tensors through its C fields (declared in _core.pxd) and
+# tensor_base.pxi, never through its methods.
 
 cdef extern from *:
     """
@@ -157,12 +159,12 @@ cdef class Tensor:
 
     @property
     def shape(self):
-        return tuple([self.dl.shape[i] for i in range(self.dl.ndim)])
+        return _shape_of(self)
 
     @property
     def strides(self):
         """Strides in elements (DLPack's unit, not NumPy's bytes)."""
-        return tuple([self.dl.strides[i] for i in range(self.dl.ndim)])
+        return _strides_of(self)
 
     @property
     def dtype(self):
@@ -170,7 +172,7 @@ cdef class Tensor:
 
     @property
     def device(self):
-        return device_from_dl(self.dl.device)
+        return _device_of(self)
 
     @property
     def ndim(self):
@@ -187,7 +189,7 @@ cdef class Tensor:
 
     @property
     def itemsize(self):
-        return (self.dl.dtype.bits * self.dl.dtype.lanes + 7) // 8
+        return item_bytes(self.dl.dtype)
 
     @property
     def data_ptr(self):
@@ -196,7 +198,7 @@ cdef class Tensor:
 
     @property
     def readonly(self):
-        return (self.flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0
+        return _is_readonly(self)
 
     @property
     def readonly_reason(self):

@@ -38,14 +38,6 @@ cdef Tensor _view_with(Tensor src, int ndim, int64_t* shape, int64_t* strides,
     return t
 
 
-cdef inline int64_t element_count_of(int ndim, const int64_t* shape) noexcept:
-    cdef int64_t count = 1
-    cdef int i
-    for i in range(ndim):
-        count *= shape[i]
-    return count
-
-
 cdef object _offset_bytes(Tensor src, object elements, DLDataType dtype):
     """The byte offset from src's data pointer of the element `elements` elements from
     src's element 0 (negative where src has negative strides), or None where it does not
@@ -86,7 +78,7 @@ cdef Tensor _getitem(Tensor src, object key):
     for item in key:
         if item is None:
             if ndim == MAX_NDIM:
-                raise IndexError(f"a view has at most {MAX_NDIM} dimensions")
+                refuse_ndim(ndim + 1, IndexError)
             shape[ndim] = 1
             strides[ndim] = 0
             ndim += 1
@@ -94,7 +86,7 @@ cdef Tensor _getitem(Tensor src, object key):
             # the axes the ellipsis stands for: all those no other index names
             for i in range(src.dl.ndim - used):
                 if ndim == MAX_NDIM:
-                    raise IndexError(f"a view has at most {MAX_NDIM} dimensions")
+                    refuse_ndim(ndim + 1, IndexError)
                 shape[ndim] = src.dl.shape[axis]
                 strides[ndim] = src.dl.strides[axis]
                 ndim += 1
@@ -103,7 +95,7 @@ cdef Tensor _getitem(Tensor src, object key):
             start, stop, step = item.indices(src.dl.shape[axis])
             length = len(range(start, stop, step))
             if ndim == MAX_NDIM:
-                raise IndexError(f"a view has at most {MAX_NDIM} dimensions")
+                refuse_ndim(ndim + 1, IndexError)
             shape[ndim] = length
             if length > 0:
                 offset += start * src.dl.strides[axis]
@@ -129,7 +121,7 @@ cdef Tensor _getitem(Tensor src, object key):
     # axes no index named (no ellipsis): kept whole
     while axis < src.dl.ndim:
         if ndim == MAX_NDIM:
-            raise IndexError(f"a view has at most {MAX_NDIM} dimensions")
+            refuse_ndim(ndim + 1, IndexError)
         shape[ndim] = src.dl.shape[axis]
         strides[ndim] = src.dl.strides[axis]
         ndim += 1
@@ -190,7 +182,7 @@ cdef list _new_shape(Tensor src, object shape):
             raise ValueError(f"negative dimension {extent} in shape {tuple(shape)}")
         dims.append(extent)
     if len(dims) > MAX_NDIM:
-        raise ValueError(f"a tensor has at most {MAX_NDIM} dimensions, not {len(dims)}")
+        refuse_ndim(len(dims), ValueError)
     size = element_count(&src.dl)
     known = math.prod(d for i, d in enumerate(dims) if i != unknown)
     if unknown >= 0:
@@ -250,7 +242,7 @@ cdef Tensor _reshaped(Tensor src, object shape, bint copy_if_needed):
     if strides is None:
         if not copy_if_needed:
             raise ValueError(f"a view of shape {tuple(dims)} cannot be made of a tensor with "
-                             f"shape {src.shape} and strides {src.strides} without a copy; "
+                             f"shape {_shape_of(src)} and strides {_strides_of(src)} without a copy; "
                              "reshape() copies")
         src = _copy_tensor(src, src.dl.device)
         strides = _strides_without_copy(src, dims)
@@ -286,7 +278,7 @@ cdef Tensor _unsqueezed(Tensor src, object axis):
     cdef int64_t strides[MAX_NDIM]
     cdef int ndim = src.dl.ndim + 1, at, i, j = 0
     if ndim > MAX_NDIM:
-        raise ValueError(f"a tensor has at most {MAX_NDIM} dimensions")
+        refuse_ndim(ndim, ValueError)
     at = _normalized_axis(axis, ndim)
     for i in range(ndim):
         if i == at:

@@ -1,0 +1,131 @@
+# Provides: where a Tensor goes and whether it may be copied to get there, decided once for
+# every route (export, import, asarray, creation, Tensor.to): the copy= rule with CopyError
+# and its refusals, the stream= rule with the one set of devices that have streams, the
+# alignment rule of device memory, and the tails that place a Tensor on its target device
+# (_placed for what was imported, _on_device for what was made on the host, _tensor_to).
+# Uses: dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, copies.pxi.
+
+class CopyError(BufferError, ValueError):
+    """A copy would be needed, and copy=False forbids it."""
+
+
+cdef int _check_copy_arg(object copy) except -1:
+    if copy is not None and copy is not True and copy is not False:
+        raise TypeError(f"copy must be True, False or None, got {copy!r}")
+    return 0
+
+
+cdef int _refuse_copy(DLDevice source, DLDevice target) except -1:
+    """CopyError for a move between devices that copy=False forbids: one message for every
+    route (Tensor.to, export, import, asarray)."""
+    raise CopyError(f"moving data from {device_from_dl(source)} to {device_from_dl(target)} "
+                    "needs a copy, and copy=False was given")
+
+
+cdef int _refuse_repacked(Tensor t) except -1:
+    """The copy=False refusal of padded sub-byte data: one message for every route."""
+    raise CopyError(f"the producer's {dtype_from_dl(t.dl.dtype).name} data is padded (one "
+                    "element per byte: DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, or a NumPy "
+                    "array of an ml_dtypes sub-byte type), and dlinterop holds sub-byte types "
+                    "packed, which takes a copy; copy=False forbids it (pass copy=True or "
+                    "copy=None)")
+
+
+# -- streams ----------------------------------------------------------------------------
+# DLPack's Python specification (https://dmlc.github.io/dlpack/latest/python_spec.html)
+# passes a stream for memory a GPU runtime orders. dlinterop applies one rule on every
+# route: the devices below take an int stream (-1: no ordering; CUDA refuses 0, which is
+# ambiguous there, ROCm takes it as its default stream), every other device None or -1.
+# Export orders CUDA memory on the consumer's stream; dlinterop issues no work on ROCm
+# memory (it has no ROCm runtime), so there is nothing to order there. Import passes the
+# stream on to the producer; Tensor.to issues its copy on it.
+
+cdef inline bint _has_streams(DLDeviceType device_type) noexcept nogil:
+    return (device_type == kDLCUDA or device_type == kDLCUDAManaged
+            or device_type == kDLCUDAHost or device_type == kDLROCM
+            or device_type == kDLROCMHost)
+
+
+cdef int _check_stream_type(object stream) except -1:
+    """TypeError unless `stream` (not None) is an int, checked before anything is asked of a
+    producer."""
+    if isinstance(stream, bool) or not isinstance(stream, int):
+        raise TypeError(f"stream must be None or an int, got {type(stream).__name__}")
+    return 0
+
+
+cdef int _check_stream(object stream, DLDeviceType device_type, str memory) except -1:
+    """The stream= rule for memory on a device of `device_type` (`memory` names it in the
+    message); None always passes."""
+    if stream is None:
+        return 0
+    _check_stream_type(stream)
+    if not _has_streams(device_type):
+        if stream != -1:
+            raise ValueError(f"stream must be None or -1 for {memory}, got {stream}")
+        return 0
+    if stream < -1:
+        raise ValueError(f"invalid stream {stream} for {memory}")
+    if stream == 0 and device_type != kDLROCM and device_type != kDLROCMHost:
+        raise ValueError("stream=0 is ambiguous and not allowed for CUDA; use 1 for the "
+                         "legacy default stream or 2 for the per-thread default stream")
+    return 0
+
+
+# -- alignment --------------------------------------------------------------------------
+
+cdef int _check_alignment(DLDevice device, Py_ssize_t alignment) except -1:
+    """ValueError for an alignment the device's allocator cannot honour (CUDA's allocations
+    are 256-byte aligned, and no larger alignment can be asked of it)."""
+    if device.device_type != kDLCPU and alignment > 256:
+        raise ValueError(f"CUDA allocations are 256-byte aligned; alignment={alignment} "
+                         "cannot be honoured")
+    return 0
+
+
+# -- the tails ---------------------------------------------------------------------------
+
+cdef Tensor _placed(Tensor t, object device, object copy):
+    """The tail of every import (from_dlpack, asarray): `t` moved to `device` (None: where it
+    is) and copied when copy=True asks for a copy its producer did not make (IS_COPIED);
+    copy=False refuses any copy, the repacking of padded data included."""
+    cdef DLDevice target
+    if copy is False and t.flags & FLAG_REPACKED:
+        _refuse_repacked(t)
+    if device is not None:
+        target = _parse_device(device)
+        if not same_device(target, t.dl.device):
+            if copy is False:
+                _refuse_copy(t.dl.device, target)
+            return _copy_tensor(t, target)
+    if copy is True and not (t.flags & DLPACK_FLAG_BITMASK_IS_COPIED):
+        # Nobody said this memory is a private copy (a capsule, a legacy producer, one that
+        # ignored copy=True, memory viewed through an interface): make one.
+        return _copy_tensor(t, t.dl.device)
+    return t
+
+
+cdef Tensor _on_device(Tensor t, object device):
+    """A Tensor made on the host (creation from values), on `device` (None or "cpu": as it
+    is)."""
+    if device is None or device == "cpu":
+        return t
+    return _copy_tensor(t, _parse_device(device))
+
+
+cdef Tensor _tensor_to(Tensor self, object device, object copy, object stream):
+    """Tensor.to: this Tensor when it already lives on `device` and copy is not True, else a
+    copy, issued on `stream` where the copy involves memory with streams."""
+    cdef DLDevice target = _parse_device(device)
+    _check_copy_arg(copy)
+    # The copy runs on the runtime of the side with streams (the target's, else the source's).
+    cdef DLDevice runs_on = target if _has_streams(target.device_type) else self.dl.device
+    _check_stream(stream, runs_on.device_type,
+                  f"a copy from {_device_of(self)} to {device_from_dl(target)}")
+    if same_device(target, self.dl.device) and copy is not True:
+        return self
+    if copy is False:
+        _refuse_copy(self.dl.device, target)
+    if stream is None or stream == -1 or not _is_cuda_memory(runs_on.device_type):
+        return _copy_tensor(self, target)     # (ROCm memory: the copy says it cannot)
+    return _copy_on_stream(self, target, stream)

@@ -1,0 +1,184 @@
+# Provides: Tensors from Python data: dl.arange, and the nested sequences of numbers
+# dl.tensor and dl.asarray take (_tensor_from_data), counted as they are read (len() may
+# lie), their type inferred and promoted as PyTorch and NumPy promote.
+# Uses: dtypes.pxi, placement.pxi (_on_device), creation.pxi (the encoders).
+
+# arange writes its values in chunks of this many (a multiple of 8, so that every chunk of
+# a packed sub-byte type starts on a byte): memory follows the Tensor, not a list of them all.
+cdef int64_t _ARANGE_CHUNK = 1 << 16
+
+
+def arange(start, stop=None, step=1, *, dtype=None, device="cpu"):
+    """Evenly spaced values in [start, stop), as NumPy's arange (one argument: [0, start)).
+    Without a dtype: int64 when start, stop and step are ints, else float32 (dl.full's rule)."""
+    if stop is None:
+        start, stop = 0, start
+    for name, value in (("start", start), ("stop", stop), ("step", step)):
+        if isinstance(value, (bool, complex)) or not isinstance(value, (int, float)) and \
+                not hasattr(type(value), "__index__"):
+            raise TypeError(f"arange's {name} is a real number, not {type(value).__name__}")
+    if step == 0:
+        raise ValueError("arange's step cannot be 0")
+    count = max(0, math.ceil((stop - start) / step))
+    if dtype is None and all(hasattr(type(v), "__index__") for v in (start, stop, step)):
+        dtype = int64
+        start, step = operator.index(start), operator.index(step)
+    cdef DType dt = float32 if dtype is None else _dtype_of(dtype)
+    if dt.dl.lanes != 1:
+        raise TypeError(f"{dt.name} is a vector type: build it with dl.full")
+    # The Tensor first: a count no memory can hold fails here, before any value is made.
+    cdef Tensor t = _new_from_python(count, dt, "cpu", DEFAULT_ALIGNMENT, False, False)
+    cdef int64_t n = count, first
+    for first in range(0, n, _ARANGE_CHUNK):
+        _store_values(t, [start + i * step for i in range(first, min(first + _ARANGE_CHUNK, n))],
+                      first)
+    return _on_device(t, device)
+
+
+cdef int _kind_of(object value) except -1:
+    """0 bool, 1 int, 2 float, 3 complex: the kinds of number an object that is not one of
+    Python's own (a Fraction, a Decimal, an IntEnum) converts as."""
+    if isinstance(value, bool):
+        return 0
+    if hasattr(type(value), "__index__"):
+        return 1
+    if isinstance(value, float) or hasattr(type(value), "__float__") and \
+            not isinstance(value, complex):
+        return 2
+    if isinstance(value, complex) or hasattr(type(value), "__complex__"):
+        return 3
+    raise TypeError(f"a tensor holds numbers, not {type(value).__name__}")
+
+
+cdef DType _scalar_dtype(object value):
+    """The type one number in Python data asks for: Python's bool, int, float and complex
+    the types dl.full infers (bool, int64, float32, complex64: PyTorch's defaults), a NumPy
+    scalar its own type (as torch.tensor reads np.float64 or np.bool_)."""
+    cls = type(value)
+    if cls is float:
+        return _INFERRED_DTYPES[2]
+    if cls is int:
+        return _INFERRED_DTYPES[1]
+    if cls is bool:
+        return _INFERRED_DTYPES[0]
+    if cls is complex:
+        return _INFERRED_DTYPES[3]
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.generic):
+        try:
+            return _dtype_from_numpy(value.dtype)
+        except ValueError:
+            raise TypeError(f"a tensor holds numbers; NumPy's {value.dtype} has no DLPack "
+                            "data type") from None
+    if hasattr(cls, "__len__") or hasattr(cls, "__iter__"):
+        raise TypeError(f"a tensor holds numbers, not {cls.__name__} (Python data is nested "
+                        "lists, tuples or ranges of numbers; dl.asarray takes arrays)")
+    return _INFERRED_DTYPES[_kind_of(value)]
+
+
+cdef int _category(DType dt) noexcept:
+    """0 bool, 1 integer, 2 real floating point, 3 complex: the order promotion climbs."""
+    cdef uint8_t code = dt.dl.code
+    if code == kDLBool:
+        return 0
+    if code == kDLInt or code == kDLUInt:
+        return 1
+    if code == kDLComplex or code == kDLBcomplex:
+        return 3
+    return 2
+
+
+cdef DType _promoted(DType a, DType b):
+    """The type that holds both a's and b's values, as PyTorch and NumPy promote: the higher
+    kind wins (bool < integer < real < complex); within a kind the wider type; a signed and
+    an unsigned integer give a signed one wide enough for both (float64 past int64);
+    differing floats that neither holds widen to float32 (float64 past 16 bits)."""
+    if a is b:
+        return a
+    cdef int ca = _category(a), cb = _category(b)
+    cdef DType wide, narrow
+    cdef int bits
+    if ca != cb:
+        wide, narrow = (a, b) if ca > cb else (b, a)
+        if _category(wide) == 3 and _category(narrow) == 2 and \
+                wide.dl.bits < 2 * narrow.dl.bits:
+            return complex128 if narrow.dl.bits > 32 else complex64
+        return wide
+    if ca == 1:
+        if a.dl.code == b.dl.code:
+            return a if a.dl.bits >= b.dl.bits else b
+        signed, unsigned = (a, b) if a.dl.code == kDLInt else (b, a)
+        if signed.dl.bits > unsigned.dl.bits:
+            return signed
+        bits = max(8, 2 * unsigned.dl.bits)
+        return {8: int8, 16: int16, 32: int32, 64: int64}.get(bits, float64)
+    if ca == 3:
+        bits = max(a.dl.bits, b.dl.bits)
+        return complex128 if bits > 64 else complex64
+    # real floating point
+    wide, narrow = (a, b) if a.dl.bits >= b.dl.bits else (b, a)
+    if wide.dl.code == kDLFloat and wide.dl.bits > narrow.dl.bits:
+        return wide
+    return float32 if wide.dl.bits <= 16 else float64
+
+
+cdef int _count_into(object data, list flat, list shape, int depth) except -1:
+    """Appends the numbers of `data` (a number, or nested lists, tuples or ranges of them) to
+    `flat` in C order and checks that they form a rectangle, whose extents `shape` holds
+    once the first path down has set them. Every extent is what iterating yielded, counted
+    here: len() may lie, and a sequence may change while it is read."""
+    if isinstance(data, (list, tuple, range)):
+        if depth == MAX_NDIM:
+            refuse_ndim(depth + 1, ValueError)
+        items = [item for item in data]   # one snapshot: no length hint, no second pass
+        if depth == len(shape):
+            if flat:
+                raise ValueError(_ragged(depth, None, len(items)))
+            shape.append(len(items))
+        elif shape[depth] != len(items):
+            raise ValueError(_ragged(depth, shape[depth], len(items)))
+        for item in items:
+            _count_into(item, flat, shape, depth + 1)
+        return 0
+    if isinstance(data, (str, bytes, bytearray)):
+        raise TypeError(f"a tensor holds numbers, not {type(data).__name__}")
+    if depth != len(shape):
+        raise ValueError(_ragged(depth, shape[depth] if depth < len(shape) else None, None))
+    flat.append(data)
+    return 0
+
+
+cdef str _ragged(int depth, object expected, object found):
+    what = lambda n: "a number" if n is None else f"a sequence of {n}"
+    return (f"the data is not rectangular: at depth {depth} it holds {what(found)} where "
+            f"another part holds {what(expected)}")
+
+
+cdef Tensor _tensor_from_data(object data, object dtype_like, object device):
+    """A new Tensor holding Python data (a number, or nested lists, tuples or ranges of
+    numbers, NumPy scalars among them)."""
+    cdef list flat = []
+    cdef list shape = []
+    _count_into(data, flat, shape, 0)
+    cdef DType dt
+    cdef DType inferred
+    if dtype_like is None:
+        if flat:
+            dt = _scalar_dtype(flat[0])
+            for v in flat:
+                inferred = _scalar_dtype(v)
+                if inferred is not dt:
+                    dt = _promoted(dt, inferred)
+        else:
+            dt = float32
+    else:
+        dt = dtype_like if type(dtype_like) is DType else _dtype_of(dtype_like)
+        for v in flat:
+            if type(v) is not float and type(v) is not int:
+                _scalar_dtype(v)       # the same TypeError for what is not a number
+    if dt.dl.lanes != 1:
+        raise TypeError(f"{dt.name} is a vector type: build it with dl.full")
+    cdef Tensor t = _new_from_python(tuple(shape), dt, "cpu", DEFAULT_ALIGNMENT, False, False)
+    if flat:
+        _store_values(t, flat, 0)
+    return _on_device(t, device)
