@@ -148,16 +148,7 @@ cdef void* current_stream_nogil(int32_t device) noexcept nogil:
 
 # How many dl.cuda.Stream contexts are entered, on all threads (changed atomically: threads
 # enter and leave streams at once where there is no GIL).
-cdef extern from *:
-    """
-    static int dli_streams_entered_count = 0;
-    static inline void dli_streams_entered_add(int v) {
-        __atomic_fetch_add(&dli_streams_entered_count, v, __ATOMIC_RELAXED);
-    }
-    static inline int dli_streams_entered_get(void) {
-        return __atomic_load_n(&dli_streams_entered_count, __ATOMIC_RELAXED);
-    }
-    """
+cdef extern from "streams_entered.h":
     void dli_streams_entered_add(int v) noexcept nogil
     int dli_streams_entered_get() noexcept nogil
 

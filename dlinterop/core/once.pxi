@@ -9,33 +9,7 @@
 # thread with a compare-and-swap) -> its answer; whoever finds it DECIDING takes the
 # general route meanwhile. In a child made by fork() while a set-up was DECIDING, the
 # thread running it is gone: the child puts it back to UNDECIDED (pthread_atfork).
-cdef extern from *:
-    """
-    #include <pthread.h>
-    #define DLI_SETUP_UNDECIDED (-2)
-    #define DLI_SETUP_DECIDING (-3)
-    /* 1 when this thread moved *state from UNDECIDED to DECIDING and must decide it. */
-    static inline int dli_setup_claim(Py_ssize_t *state) {
-        Py_ssize_t expected = DLI_SETUP_UNDECIDED;
-        return __atomic_compare_exchange_n(state, &expected, DLI_SETUP_DECIDING, 0,
-                                           __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-    }
-    static Py_ssize_t *dli_setup_states[8];
-    static int dli_setup_state_count = 0;
-    static void dli_setup_reset_in_child(void) {
-        for (int i = 0; i < dli_setup_state_count; i++)
-            if (*dli_setup_states[i] == DLI_SETUP_DECIDING)
-                *dli_setup_states[i] = DLI_SETUP_UNDECIDED;
-    }
-    /* Registered once, at module import (single-threaded). */
-    static int dli_setup_register(Py_ssize_t *state) {
-        if (dli_setup_state_count == 8) return -1;
-        if (dli_setup_state_count == 0 && pthread_atfork(NULL, NULL, dli_setup_reset_in_child))
-            return -1;
-        dli_setup_states[dli_setup_state_count++] = state;
-        return 0;
-    }
-    """
+cdef extern from "once.h":
     Py_ssize_t SETUP_UNDECIDED "DLI_SETUP_UNDECIDED"
     Py_ssize_t SETUP_DECIDING "DLI_SETUP_DECIDING"
     bint setup_claim "dli_setup_claim" (Py_ssize_t* state) noexcept nogil

@@ -63,53 +63,13 @@ cdef extern from "runtime.h" nogil:
 
 # Free-threaded CPython (no GIL): what the GIL used to serialise is made safe here with
 # atomics, a lock for the one-time set-ups, and a critical section per capsule consumed.
-cdef extern from *:
-    """
-    /* DLI_FREE_THREADED comes from _threadsafe.pxd. With a GIL the GIL orders these
-       already: plain accesses, no locked instruction (a lock-prefixed add costs tens of
-       cycles on every export and release). */
-    static inline void dli_atomic_add(Py_ssize_t *p, Py_ssize_t v) {
-    #if DLI_FREE_THREADED
-        __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
-    #else
-        *p += v;
-    #endif
-    }
-    static inline Py_ssize_t dli_atomic_load(const Py_ssize_t *p) {
-    #if DLI_FREE_THREADED
-        return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-    #else
-        return *(const volatile Py_ssize_t *)p;
-    #endif
-    }
-    static inline void dli_atomic_store(Py_ssize_t *p, Py_ssize_t v) {
-    #if DLI_FREE_THREADED
-        __atomic_store_n(p, v, __ATOMIC_RELEASE);
-    #else
-        *(volatile Py_ssize_t *)p = v;
-    #endif
-    }
-    /* An exact int's value when it fits one digit (every version number a consumer
-       passes), read without a call: 1 with *out set, else 0 (use PyLong_AsLong...). */
-    #if PY_VERSION_HEX < 0x030B0000
-    #include "longintrepr.h"   /* 3.10's Python.h leaves the digit layout out */
-    #endif
-    static inline int dli_small_long(PyObject *o, long *out) {
-        if (!PyLong_CheckExact(o)) return 0;
-    #if PY_VERSION_HEX >= 0x030C0000
-        if (!PyUnstable_Long_IsCompact((PyLongObject *)o)) return 0;
-        *out = (long)PyUnstable_Long_CompactValue((PyLongObject *)o);
-    #else
-        Py_ssize_t size = Py_SIZE(o);
-        if (size < -1 || size > 1) return 0;
-        *out = (long)size * (long)((PyLongObject *)o)->ob_digit[0];
-    #endif
-        return 1;
-    }
-    """
+cdef extern from "atomics.h":
     void dli_atomic_add(Py_ssize_t* p, Py_ssize_t v) noexcept nogil
     Py_ssize_t dli_atomic_load(const Py_ssize_t* p) noexcept nogil
     void dli_atomic_store(Py_ssize_t* p, Py_ssize_t v) noexcept nogil
+
+# An exact int's value read without a call (src/small_long.h).
+cdef extern from "small_long.h":
     bint dli_small_long(PyObject* o, long* out) noexcept
 
 
