@@ -1,4 +1,5 @@
 """Builds dlinterop_downstream._kernels against the installed dlinterop."""
+
 import os
 
 import dlinterop
@@ -19,6 +20,6 @@ setup(
         # from (site-packages for a normal install, the checkout for an editable one).
         include_path=[os.path.dirname(path) for path in dlinterop.__path__],
         compiler_directives={"language_level": 3},
-        build_dir="build",   # keep the generated .c out of the source tree
+        build_dir="build",  # keep the generated .c out of the source tree
     ),
 )
