@@ -47,6 +47,7 @@ except ImportError:
             break
     from dlinterop import _core
 
+from dlinterop import _multiprocessing
 from dlinterop._core import (
     CopyError,
     Device,
@@ -103,7 +104,6 @@ from dlinterop._core import (
     zeros,
 )
 from dlinterop._info import build_info, get_include
-from dlinterop import _multiprocessing
 
 _multiprocessing.install()  # shared Tensors cross multiprocessing by handle (once it is used)
 from dlinterop.frameworks import check_tensor, empty_like, to_framework, zeros_like

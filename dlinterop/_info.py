@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.util  # noqa: F401  (used below as importlib.util, where importlib is local)
 import os
+
+from dlinterop import _build_config
+from dlinterop._core import __dlpack_version__
 
 TYPE_CHECKING = False  # not typing's: importing dlinterop stays free of typing
 if TYPE_CHECKING:
     from typing import Any
-
-from dlinterop import _build_config
-from dlinterop._core import __dlpack_version__
 
 # Distribution name for each optional peer dlinterop exchanges with.
 PEERS = {

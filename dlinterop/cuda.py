@@ -16,13 +16,13 @@ from dlinterop._core import CUDAOutOfMemoryError as CUDAOutOfMemoryError
 
 TYPE_CHECKING = False  # not typing's: importing dlinterop stays free of typing
 if TYPE_CHECKING:
-    from typing import Literal, SupportsInt, Union
+    from typing import Literal, SupportsInt, TypeAlias
 
-    from typing_extensions import Self, TypeAlias
+    from typing_extensions import Self
 
     from dlinterop._core import _DeviceLike
 
-    _AnyDevice: TypeAlias = Union[int, _DeviceLike, None]
+    _AnyDevice: TypeAlias = int | _DeviceLike | None
 
 
 def _load() -> ModuleType | None:

@@ -21,12 +21,13 @@ returns a Framework; it runs in the child process too), or a Framework object (c
 this process).
 """
 
-from dlinterop.testing._model import ROLES, RULES, NotApplicable, Report, Result, Rule  # noqa: F401
 from dlinterop.testing._frameworks import FRAMEWORKS, Framework, framework
+from dlinterop.testing._model import ROLES, RULES, NotApplicable, Report, Result, Rule  # noqa: F401
 
 # The rules register themselves (rule() and register(), beside their functions) as these
 # modules are imported: producer rules first, then consumer rules, in the order they print.
-from dlinterop.testing import _producer_rules, _consumer_rules  # noqa: F401
+from dlinterop.testing import _producer_rules, _consumer_rules  # noqa: F401  # isort: skip
+from dlinterop.testing._cli import main
 from dlinterop.testing._run import (  # noqa: F401  (_worker: the child process's entry point)
     _worker,
     assert_conforms,
@@ -34,7 +35,6 @@ from dlinterop.testing._run import (  # noqa: F401  (_worker: the child process'
     check_consumer,
     check_producer,
 )
-from dlinterop.testing._cli import main
 
 __all__ = [
     "Framework",

@@ -5,7 +5,7 @@ outcomes a rule raises besides passing (NotApplicable, RuleFailure)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 READ_ONLY = 1 << 0
 IS_COPIED = 1 << 1

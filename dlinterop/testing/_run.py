@@ -9,10 +9,10 @@ import importlib.util
 import json
 import subprocess
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 from dlinterop.testing._frameworks import FRAMEWORKS, Framework, framework
-from dlinterop.testing._model import RULES, ROLES, NotApplicable, Report, Result, RuleFailure
+from dlinterop.testing._model import ROLES, RULES, NotApplicable, Report, Result, RuleFailure
 
 
 def _run_rule(rule, fw):

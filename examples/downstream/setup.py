@@ -2,9 +2,10 @@
 
 import os
 
-import dlinterop
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+
+import dlinterop
 
 extension = Extension(
     "dlinterop_downstream._kernels",
