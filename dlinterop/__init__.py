@@ -112,6 +112,7 @@ if TYPE_CHECKING:
     # Type checkers see dl.cuda; at run time it is loaded on first use (__getattr__).
     from dlinterop import cuda as cuda
 
+# The one place the version is written: pyproject.toml reads it from here.
 __version__ = "0.1.0"
 
 __all__ = [
