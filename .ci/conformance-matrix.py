@@ -1,6 +1,7 @@
 """docs/conformance.md's matrix against the results the checker just wrote (its --json):
 every cell of the two tables, and each framework's count line, must be what was measured,
 so that the page never describes an older run. Usage: python .ci/conformance-matrix.py JSON"""
+
 import json
 import os
 import re
@@ -22,11 +23,14 @@ for line in text.splitlines():
     if row and names:
         for name, cell in zip(names, (c.strip() for c in row.group(2).split("|"))):
             if measured.get((row.group(1), name), "") != cell:
-                wrong.append(f"{row.group(1)} {name}: page {cell!r}, measured "
-                             f"{measured.get((row.group(1), name), '')!r}")
+                wrong.append(
+                    f"{row.group(1)} {name}: page {cell!r}, measured "
+                    f"{measured.get((row.group(1), name), '')!r}"
+                )
 for name in sorted({f for _, f in measured}):
-    counts = {k: sum(1 for (rule, f), v in measured.items() if f == name and v == CELL[k])
-              for k in CELL}
+    counts = {
+        k: sum(1 for (rule, f), v in measured.items() if f == name and v == CELL[k]) for k in CELL
+    }
     line = f"{name}: {counts['pass']} passed, {counts['fail']} failed, {counts['n/a']} n/a"
     if line not in text:
         wrong.append(f"count line missing or different: {line!r}")

@@ -7,7 +7,7 @@
 #
 # Usage: bash .ci/matrix.sh            exit status non-zero if any present version fails
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 versions="${MATRIX_PYTHONS:-3.10 3.12 3.13}"
@@ -22,7 +22,8 @@ find_python() {
     local v=$1 root found
     if command -v pyenv >/dev/null 2>&1; then
         root=$(pyenv root)
-        found=$(ls "$root/versions" 2>/dev/null | grep -E "^${v//./\\.}\.[0-9]+$" | sort -V | tail -1)
+        found=$(cd "$root/versions" 2>/dev/null && printf '%s\n' "$v".* \
+                | grep -E "^${v//./\\.}\.[0-9]+$" | sort -V | tail -1)
         if [ -n "$found" ] && [ -x "$root/versions/$found/bin/python" ]; then
             echo "$root/versions/$found/bin/python"
             return

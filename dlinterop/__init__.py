@@ -3,17 +3,18 @@
 Importing dlinterop never imports NumPy, PyTorch, JAX or CuPy, and never fails for lack
 of CUDA: `dl.cuda` is loaded on first use.
 """
-TYPE_CHECKING = False   # not typing's: importing dlinterop stays free of typing
+
+TYPE_CHECKING = False  # not typing's: importing dlinterop stays free of typing
 
 
 def _in_subinterpreter():
     import _thread
 
-    is_main = getattr(_thread, "_is_main_interpreter", None)   # CPython 3.12+
+    is_main = getattr(_thread, "_is_main_interpreter", None)  # CPython 3.12+
     if is_main is not None:
         return not is_main()
     try:
-        interpreters = __import__("_xxsubinterpreters")   # CPython 3.10, 3.11
+        interpreters = __import__("_xxsubinterpreters")  # CPython 3.10, 3.11
     except ImportError:
         return False
     return interpreters.get_current() != interpreters.get_main()
@@ -24,8 +25,9 @@ def _in_subinterpreter():
 # after a subinterpreter, the main interpreter could never import them. Refused here,
 # before any of them is loaded.
 if _in_subinterpreter():
-    raise ImportError("dlinterop cannot be imported in a subinterpreter; import it in the "
-                      "main interpreter")
+    raise ImportError(
+        "dlinterop cannot be imported in a subinterpreter; import it in the main interpreter"
+    )
 
 try:
     from dlinterop import _core
@@ -45,6 +47,7 @@ except ImportError:
             break
     from dlinterop import _core
 
+from dlinterop import _multiprocessing
 from dlinterop._core import (
     CopyError,
     Device,
@@ -101,27 +104,77 @@ from dlinterop._core import (
     zeros,
 )
 from dlinterop._info import build_info, get_include
-from dlinterop import _multiprocessing
 
-_multiprocessing.install()   # shared Tensors cross multiprocessing by handle (once it is used)
+_multiprocessing.install()  # shared Tensors cross multiprocessing by handle (once it is used)
 from dlinterop.frameworks import check_tensor, empty_like, to_framework, zeros_like
 
 if TYPE_CHECKING:
     # Type checkers see dl.cuda; at run time it is loaded on first use (__getattr__).
     from dlinterop import cuda as cuda
 
+# The one place the version is written: pyproject.toml reads it from here.
 __version__ = "0.1.0"
 
 __all__ = [
-    "CopyError", "DType", "Device", "DeviceType", "Tensor", "arange", "asarray",
-    "bcomplex32", "bfloat16", "bool_", "build_info", "check_tensor", "complex128",
-    "complex32", "complex64", "cuda", "dtype", "empty", "empty_like", "float16", "float32",
-    "float4_e2m1fn", "float4_e2m1fn_x2", "float64", "float6_e2m3fn", "float6_e3m2fn",
-    "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz",
-    "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "from_dlpack", "full",
-    "get_include", "int1", "int16", "int2", "int32", "int4", "int64", "int8",
-    "memory_stats", "ones", "share", "tensor", "to_dlpack", "to_framework", "uint1",
-    "uint16", "uint2", "uint32", "uint4", "uint64", "uint8", "zeros", "zeros_like",
+    "CopyError",
+    "DType",
+    "Device",
+    "DeviceType",
+    "Tensor",
+    "arange",
+    "asarray",
+    "bcomplex32",
+    "bfloat16",
+    "bool_",
+    "build_info",
+    "check_tensor",
+    "complex128",
+    "complex32",
+    "complex64",
+    "cuda",
+    "dtype",
+    "empty",
+    "empty_like",
+    "float16",
+    "float32",
+    "float4_e2m1fn",
+    "float4_e2m1fn_x2",
+    "float64",
+    "float6_e2m3fn",
+    "float6_e3m2fn",
+    "float8_e3m4",
+    "float8_e4m3",
+    "float8_e4m3b11fnuz",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "from_dlpack",
+    "full",
+    "get_include",
+    "int1",
+    "int16",
+    "int2",
+    "int32",
+    "int4",
+    "int64",
+    "int8",
+    "memory_stats",
+    "ones",
+    "share",
+    "tensor",
+    "to_dlpack",
+    "to_framework",
+    "uint1",
+    "uint16",
+    "uint2",
+    "uint32",
+    "uint4",
+    "uint64",
+    "uint8",
+    "zeros",
+    "zeros_like",
 ]
 
 

@@ -2,6 +2,7 @@
 
 Without a command it prints the report (`info`): the build facts, then a zero-copy round
 trip with each installed framework."""
+
 import argparse
 import os
 import sys
@@ -17,30 +18,45 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     parser = argparse.ArgumentParser(
         prog="python -m dlinterop",
         description="dlinterop: zero-copy tensor interchange through DLPack 1.3.",
-        epilog=_EPILOG)
+        epilog=_EPILOG,
+    )
     parser.add_argument("--version", action="version", version=f"dlinterop {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND",
-                                     title="commands (default: info)")
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", title="commands (default: info)"
+    )
     commands.add_parser(
-        "info", help="the build facts and a round trip with each installed framework",
+        "info",
+        help="the build facts and a round trip with each installed framework",
         description="Print what was built (dl.build_info()), then exchange a tensor with "
-                    "each installed framework both ways, proving zero-copy by pointer "
-                    "equality and timing each exchange. Exit 1 if an exchange copied.")
-    check = commands.add_parser("check", help="the DLPack conformance checker",
-                                description=check_cli.DESCRIPTION)
+        "each installed framework both ways, proving zero-copy by pointer "
+        "equality and timing each exchange. Exit 1 if an exchange copied.",
+    )
+    check = commands.add_parser(
+        "check", help="the DLPack conformance checker", description=check_cli.DESCRIPTION
+    )
     check_cli.add_arguments(check)
     bench = commands.add_parser(
-        "bench", help="a quick benchmark beside NumPy and PyTorch",
+        "bench",
+        help="a quick benchmark beside NumPy and PyTorch",
         description="Time the everyday exchanges with dlinterop and each installed peer in "
-                    "this process (a few seconds): ns per call and the ratio to the fastest "
-                    "peer. The full suite is python -m benchmarks in the source tree.")
-    bench.add_argument("--peers", default="numpy,torch",
-                       help="comma-separated peers to time beside dlinterop "
-                            "(default: %(default)s; those not installed are left out)")
-    bench.add_argument("--repeats", type=int, default=9,
-                       help="interleaved repeats per cell; the median is shown (default: 9)")
-    bench.add_argument("--json", metavar="FILE", type=check_cli.output_file,
-                       help="also write the results as JSON")
+        "this process (a few seconds): ns per call and the ratio to the fastest "
+        "peer. The full suite is python -m benchmarks in the source tree.",
+    )
+    bench.add_argument(
+        "--peers",
+        default="numpy,torch",
+        help="comma-separated peers to time beside dlinterop "
+        "(default: %(default)s; those not installed are left out)",
+    )
+    bench.add_argument(
+        "--repeats",
+        type=int,
+        default=9,
+        help="interleaved repeats per cell; the median is shown (default: 9)",
+    )
+    bench.add_argument(
+        "--json", metavar="FILE", type=check_cli.output_file, help="also write the results as JSON"
+    )
     return parser, {"check": check, "bench": bench}
 
 
@@ -58,12 +74,12 @@ def _main(argv: list[str]) -> int:
         unknown = sorted(set(peers) - set(_bench.PEERS))
         if unknown:
             command_parsers["bench"].error(
-                f"unknown peer(s) {', '.join(unknown)}; choose from {', '.join(_bench.PEERS)}")
+                f"unknown peer(s) {', '.join(unknown)}; choose from {', '.join(_bench.PEERS)}"
+            )
         if args.repeats < 1:
             command_parsers["bench"].error("--repeats must be at least 1")
         result = _bench.main(peers, args.repeats)
-        if args.json and not check_cli.write_json(args.json, result,
-                                                  command_parsers["bench"].prog):
+        if args.json and not check_cli.write_json(args.json, result, command_parsers["bench"].prog):
             return 1
         return 0
     from dlinterop._report import main

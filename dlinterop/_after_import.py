@@ -16,14 +16,15 @@ does: that waits out an import of it in another thread. A module still running t
 being imported further up this thread's own stack (a circular import); its registers run
 when the import machinery marks it done.
 """
+
 import _thread
 import sys
 from importlib import _bootstrap
 from importlib.machinery import ModuleSpec
 
-_registers: dict = {}             # module name -> [register, ...], kept for reloads
-_lock = _thread.allocate_lock()   # (threading would cost import time)
-_watched: dict = {}               # id(spec) -> (spec, module, [register, ...]): see _watch
+_registers: dict = {}  # module name -> [register, ...], kept for reloads
+_lock = _thread.allocate_lock()  # (threading would cost import time)
+_watched: dict = {}  # id(spec) -> (spec, module, [register, ...]): see _watch
 
 
 def when_imported(name, register):
@@ -44,11 +45,11 @@ def when_imported(name, register):
 def _run_if_run(name, register):
     module = sys.modules.get(name)
     if module is None:
-        return                                    # _Finder hands its import a _Loader
+        return  # _Finder hands its import a _Loader
     spec = getattr(module, "__spec__", None)
     if not getattr(spec, "_initializing", False):
         register(module)
-    elif not isinstance(spec.loader, _Loader):    # a _Loader runs registers added meanwhile
+    elif not isinstance(spec.loader, _Loader):  # a _Loader runs registers added meanwhile
         _watch(spec, module, register)
 
 
@@ -62,7 +63,7 @@ def _watch(spec, module, register):
     with _lock:
         _watched.setdefault(id(spec), (spec, module, []))[2].append(register)
         spec.__class__ = _Watched
-    if not spec._initializing:    # marked done (in another thread) before it was watched
+    if not spec._initializing:  # marked done (in another thread) before it was watched
         _done(spec)
 
 
@@ -77,10 +78,10 @@ def _done(spec):
     with _lock:
         spec.__class__ = ModuleSpec
         entry = _watched.pop(id(spec), None)
-    if entry is None:                             # done already
+    if entry is None:  # done already
         return
     _spec, module, registers = entry
-    if sys.modules.get(spec.name) is module:      # else the import failed
+    if sys.modules.get(spec.name) is module:  # else the import failed
         for register in registers:
             register(module)
 

@@ -6,6 +6,7 @@ over the fastest peer's. It takes a few seconds. The full suite (every layout, s
 dtype, JAX and tvm-ffi, imports, memory, processes, asv across commits) lives in the source
 tree's benchmarks/ folder: python -m benchmarks.
 """
+
 import importlib
 import platform
 import statistics
@@ -18,23 +19,51 @@ COLUMNS = ("dlinterop",) + PEERS
 # (row, {column: statement}); a statement runs in a namespace holding dl, np, torch and a
 # 16-element float32 tensor of each library: t (dlinterop), a (NumPy), x (PyTorch).
 ROWS = (
-    ("__dlpack__()", {"dlinterop": "t.__dlpack__()", "numpy": "a.__dlpack__()",
-                      "torch": "x.__dlpack__()"}),
-    ("import a NumPy array", {"dlinterop": "dl.from_dlpack(a)", "numpy": "np.from_dlpack(a)",
-                              "torch": "torch.from_dlpack(a)"}),
-    ("import a torch tensor", {"dlinterop": "dl.from_dlpack(x)", "numpy": "np.from_dlpack(x)",
-                               "torch": "torch.from_dlpack(x)"}),
-    ("np.from_dlpack of X's tensor", {"dlinterop": "np.from_dlpack(t)",
-                                      "numpy": "np.from_dlpack(a)",
-                                      "torch": "np.from_dlpack(x)"}),
-    ("torch.from_dlpack of X's tensor", {"dlinterop": "torch.from_dlpack(t)",
-                                         "numpy": "torch.from_dlpack(a)",
-                                         "torch": "torch.from_dlpack(x)"}),
-    ("empty((16,), float32)", {"dlinterop": "dl.empty((16,), dl.float32)",
-                               "numpy": "np.empty((16,), np.float32)",
-                               "torch": "torch.empty((16,), dtype=torch.float32)"}),
-    ("copy of 16 float32", {"dlinterop": "t.copy()", "numpy": "a.copy()",
-                            "torch": "x.clone()"}),
+    (
+        "__dlpack__()",
+        {"dlinterop": "t.__dlpack__()", "numpy": "a.__dlpack__()", "torch": "x.__dlpack__()"},
+    ),
+    (
+        "import a NumPy array",
+        {
+            "dlinterop": "dl.from_dlpack(a)",
+            "numpy": "np.from_dlpack(a)",
+            "torch": "torch.from_dlpack(a)",
+        },
+    ),
+    (
+        "import a torch tensor",
+        {
+            "dlinterop": "dl.from_dlpack(x)",
+            "numpy": "np.from_dlpack(x)",
+            "torch": "torch.from_dlpack(x)",
+        },
+    ),
+    (
+        "np.from_dlpack of X's tensor",
+        {
+            "dlinterop": "np.from_dlpack(t)",
+            "numpy": "np.from_dlpack(a)",
+            "torch": "np.from_dlpack(x)",
+        },
+    ),
+    (
+        "torch.from_dlpack of X's tensor",
+        {
+            "dlinterop": "torch.from_dlpack(t)",
+            "numpy": "torch.from_dlpack(a)",
+            "torch": "torch.from_dlpack(x)",
+        },
+    ),
+    (
+        "empty((16,), float32)",
+        {
+            "dlinterop": "dl.empty((16,), dl.float32)",
+            "numpy": "np.empty((16,), np.float32)",
+            "torch": "torch.empty((16,), dtype=torch.float32)",
+        },
+    ),
+    ("copy of 16 float32", {"dlinterop": "t.copy()", "numpy": "a.copy()", "torch": "x.clone()"}),
 )
 
 
@@ -43,9 +72,9 @@ def _namespace(peers):
 
     ns = {"dl": dl, "t": dl.zeros((16,), dl.float32)}
     versions = {"dlinterop": dl.__version__}
-    if "numpy" in peers or "torch" in peers:   # np.from_dlpack rows need NumPy for torch too
+    if "numpy" in peers or "torch" in peers:  # np.from_dlpack rows need NumPy for torch too
         try:
-            np = importlib.import_module("numpy")     # optional peers: no import statement
+            np = importlib.import_module("numpy")  # optional peers: no import statement
         except ImportError:
             pass
         else:
@@ -95,14 +124,14 @@ def run(peers=PEERS, repeats=9, seconds=0.002):
             try:
                 timer = timeit.Timer(statements[column], globals=ns)
                 timers[column] = (timer, calibrate(timer, seconds))
-            except NameError:          # a library the statement needs is not installed
+            except NameError:  # a library the statement needs is not installed
                 continue
         if "dlinterop" not in timers:
             continue
         samples = {column: [] for column in timers}
         order = list(timers)
-        for k in range(repeats):       # interleaved, each repeat starting elsewhere
-            for column in order[k % len(order):] + order[:k % len(order)]:
+        for k in range(repeats):  # interleaved, each repeat starting elsewhere
+            for column in order[k % len(order) :] + order[: k % len(order)]:
                 timer, number = timers[column]
                 samples[column].append(timer.timeit(number) / number * 1e9)
         medians = {column: statistics.median(values) for column, values in samples.items()}
@@ -113,8 +142,12 @@ def run(peers=PEERS, repeats=9, seconds=0.002):
     # the functions timeit compiled over it outlive the run (deferred reference counting)
     # after other threads have run, and would keep its Tensor until some later collection.
     ns.clear()
-    return {"versions": versions, "python": platform.python_version(), "rows": rows,
-            "repeats": repeats}
+    return {
+        "versions": versions,
+        "python": platform.python_version(),
+        "rows": rows,
+        "repeats": repeats,
+    }
 
 
 def main(peers=PEERS, repeats=9, out=sys.stdout):
@@ -123,20 +156,28 @@ def main(peers=PEERS, repeats=9, out=sys.stdout):
     versions = result["versions"]
     columns = [c for c in COLUMNS if c in versions and (c == "dlinterop" or c in peers)]
     missing = [peer for peer in peers if peer not in versions]
-    print(f"dlinterop {versions['dlinterop']} beside "
-          f"{', '.join(f'{c} {versions[c]}' for c in columns[1:]) or 'no peer'}"
-          f"{' (not installed: ' + ', '.join(missing) + ')' if missing else ''}; "
-          f"Python {result['python']}", file=out)
-    print(f"ns per call, median of {repeats} interleaved repeats; ratio = dlinterop / "
-          "fastest peer (below 1: dlinterop is faster)", file=out)
+    print(
+        f"dlinterop {versions['dlinterop']} beside "
+        f"{', '.join(f'{c} {versions[c]}' for c in columns[1:]) or 'no peer'}"
+        f"{' (not installed: ' + ', '.join(missing) + ')' if missing else ''}; "
+        f"Python {result['python']}",
+        file=out,
+    )
+    print(
+        f"ns per call, median of {repeats} interleaved repeats; ratio = dlinterop / "
+        "fastest peer (below 1: dlinterop is faster)",
+        file=out,
+    )
     header = f"{'':34}" + "".join(f"{c:>11}" for c in columns) + f"{'ratio':>8}"
     print(header, file=out)
     print("-" * len(header), file=out)
     for row in result["rows"]:
-        cells = "".join(f"{row['ns'][c]:>11,.0f}" if c in row["ns"] else f"{'-':>11}"
-                        for c in columns)
+        cells = "".join(
+            f"{row['ns'][c]:>11,.0f}" if c in row["ns"] else f"{'-':>11}" for c in columns
+        )
         ratio = "" if row["ratio"] is None else f"{row['ratio']:.2f}"
         print(f"{row['name']:34}{cells}{ratio:>8}", file=out)
-    print("Timings on a shared machine move from run to run: compare ratios within one run.",
-          file=out)
+    print(
+        "Timings on a shared machine move from run to run: compare ratios within one run.", file=out
+    )
     return result

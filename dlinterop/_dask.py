@@ -17,6 +17,7 @@ never imports Dask; Dask imports this module when it starts).
   so that a torch or CuPy CUDA tensor wrapped with ``dl.from_dlpack`` crosses workers with
   no host copy; the receiver's Tensor views the device frame it got.
 """
+
 _SERIALIZE = "distributed.protocol.serialize"
 _CUDA = "distributed.protocol.cuda"
 _TOKENIZE = "dask.tokenize"
@@ -84,8 +85,12 @@ def serialize_tensor(t):
         device = str(t.device)
         t = t.to("cpu")
     _rebuild, (buffer, shape, dtype_triple, readonly) = t.__reduce_ex__(5)
-    header = {"shape": list(shape), "dtype": list(dtype_triple), "readonly": readonly,
-              "device": device}
+    header = {
+        "shape": list(shape),
+        "dtype": list(dtype_triple),
+        "readonly": readonly,
+        "device": device,
+    }
     return header, [memoryview(buffer)]
 
 
@@ -101,7 +106,7 @@ def deserialize_tensor(header, frames):
     shape, dtype_triple = _header_layout(header)
     frame = _one_frame(frames)
     readonly = header.get("readonly")
-    t = _core._tensor_over_frame(frame, shape, dtype_triple, readonly)   # checks it all
+    t = _core._tensor_over_frame(frame, shape, dtype_triple, readonly)  # checks it all
     if t.readonly and not readonly:
         t = _core._tensor_over_frame(bytearray(frame), shape, dtype_triple, readonly)
     device = header.get("device")
@@ -114,8 +119,9 @@ def _header_layout(header):
     try:
         return tuple(header["shape"]), tuple(header["dtype"])
     except (KeyError, TypeError):
-        raise ValueError(f"a dlinterop Tensor's header holds its 'shape' and 'dtype' as "
-                         f"lists, not {header!r}") from None
+        raise ValueError(
+            f"a dlinterop Tensor's header holds its 'shape' and 'dtype' as lists, not {header!r}"
+        ) from None
 
 
 def _one_frame(frames):
@@ -143,9 +149,12 @@ def cuda_serialize_tensor(t):
     dtype = t.dtype
     if (dtype.bits * dtype.lanes) % 8:
         raise NotImplementedError(f"packed {dtype.name} elements go through the dask family")
-    flat = t.reshape(-1)                        # a copy, on the device, where not C order
-    header = {"shape": list(t.shape), "dtype": list(dtype.__dlpack_data_type__()),
-              "device": str(t.device)}
+    flat = t.reshape(-1)  # a copy, on the device, where not C order
+    header = {
+        "shape": list(t.shape),
+        "dtype": list(dtype.__dlpack_data_type__()),
+        "device": str(t.device),
+    }
     return header, [flat.view(_core.uint8)]
 
 
@@ -158,11 +167,14 @@ def cuda_deserialize_tensor(header, frames):
     from dlinterop import _core
 
     shape, dtype_triple = _header_layout(header)
-    flat = dl.asarray(_one_frame(frames))          # a view of the frame: nothing allocated
+    flat = dl.asarray(_one_frame(frames))  # a view of the frame: nothing allocated
     dtype = _core._frame_dtype(shape, dtype_triple, flat.nbytes)
     if (dtype.bits * dtype.lanes) % 8:
         raise ValueError(f"packed {dtype.name} elements go through the dask family")
     if flat.ndim != 1 or flat.dtype != dl.uint8:
         flat = flat.reshape(-1).view(dl.uint8)
-    return flat.view(dtype).view(shape) if flat.shape[0] else dl.empty(shape, dtype,
-                                                                        device=flat.device)
+    return (
+        flat.view(dtype).view(shape)
+        if flat.shape[0]
+        else dl.empty(shape, dtype, device=flat.device)
+    )

@@ -1,15 +1,16 @@
 """Build facts and the include directory for downstream builds."""
+
 from __future__ import annotations
 
-import importlib.util
+import importlib.util  # noqa: F401  (used below as importlib.util, where importlib is local)
 import os
-
-TYPE_CHECKING = False   # not typing's: importing dlinterop stays free of typing
-if TYPE_CHECKING:
-    from typing import Any
 
 from dlinterop import _build_config
 from dlinterop._core import __dlpack_version__
+
+TYPE_CHECKING = False  # not typing's: importing dlinterop stays free of typing
+if TYPE_CHECKING:
+    from typing import Any
 
 # Distribution name for each optional peer dlinterop exchanges with.
 PEERS = {
@@ -31,7 +32,7 @@ def get_include() -> str:
 
 
 def _installed_version(module: str, distribution: str) -> str | None:
-    import importlib.metadata   # 10+ ms to import: only when asked
+    import importlib.metadata  # 10+ ms to import: only when asked
 
     if importlib.util.find_spec(module) is None:
         return None
@@ -56,8 +57,10 @@ def build_info() -> dict[str, Any]:
         "cuda_toolkit": _build_config.cuda_toolkit_version,
         "cuda_allocator_built": _build_config.cuda_built,
         "numpy_route_built": _build_config.numpy_route_built,
-        "build_options": {"DLINTEROP_CUDA": _build_config.cuda_option,
-                          "DLINTEROP_NUMPY": _build_config.numpy_option},
+        "build_options": {
+            "DLINTEROP_CUDA": _build_config.cuda_option,
+            "DLINTEROP_NUMPY": _build_config.numpy_option,
+        },
         "gpu_usable": cuda.is_available(),
         "frameworks": {
             name: version

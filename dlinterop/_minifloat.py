@@ -176,7 +176,9 @@ def decode(name: str, bits: int) -> float:
     negative = bool(bits & sign)
     code = bits & ~sign
     if f.kind == "fnuz" and bits == 0x80:
-        return math.copysign(math.nan, -1.0)  # the NaN sits on the -0 pattern; ml_dtypes reads it with the sign set
+        return math.copysign(
+            math.nan, -1.0
+        )  # the NaN sits on the -0 pattern; ml_dtypes reads it with the sign set
     if code > _max_finite_code(f):
         if f.kind == "ieee" and code & ((1 << f.mbits) - 1) == 0:
             return -math.inf if negative else math.inf

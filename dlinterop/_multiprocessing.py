@@ -23,6 +23,7 @@ The reducers are registered with ForkingPickler as soon as multiprocessing.reduc
 imported, without importing it here: import dlinterop must not import multiprocessing (it
 costs milliseconds), so until it is imported an import hook waits for it (_after_import).
 """
+
 import _thread
 import os
 
@@ -41,7 +42,7 @@ def _reduce_tensor(tensor):
         return _reduce_cuda(tensor)
     handle = _core._shared_handle(tensor)
     if handle is None:
-        return tensor.__reduce_ex__(4)   # by value, in the pickle
+        return tensor.__reduce_ex__(4)  # by value, in the pickle
     return (_rebuild_tensor, handle)
 
 
@@ -49,7 +50,7 @@ def _reduce_segment(segment):
     from multiprocessing import context, reduction
 
     if context.get_spawning_popen() is not None:
-        descriptor = reduction.DupFd(segment.fd)   # goes with the child when it starts
+        descriptor = reduction.DupFd(segment.fd)  # goes with the child when it starts
     else:
         descriptor = _Handover(segment.fd)
     return (_rebuild_segment, (descriptor, segment.length))
@@ -72,10 +73,9 @@ def _rebuild_tensor(segment, offset, shape, strides, dtype_triple, readonly):
     from dlinterop import _core
 
     if segment is None and getattr(_receiving, "failures", None):
-        return None   # its segment did not arrive: that is the failure reported
+        return None  # its segment did not arrive: that is the failure reported
     try:
-        return _core._tensor_in_segment(segment, offset, shape, strides, dtype_triple,
-                                        readonly)
+        return _core._tensor_in_segment(segment, offset, shape, strides, dtype_triple, readonly)
     except Exception as e:
         return _failed(e)
 
@@ -85,8 +85,8 @@ def _rebuild_tensor(segment, offset, shape, strides, dtype_triple, readonly):
 # Per sending process (a forked child inherits its parent's entry, and leaves it alone):
 # descriptors registered with the resource sharer and not yet taken or dropped.
 _pending: dict = {}
-_pending_lock = _thread.allocate_lock()   # (threading would cost import time)
-_waits_at_exit = None    # the pid of the process whose exit waits for receivers
+_pending_lock = _thread.allocate_lock()  # (threading would cost import time)
+_waits_at_exit = None  # the pid of the process whose exit waits for receivers
 
 
 class _Handover:
@@ -103,7 +103,7 @@ class _Handover:
         def send(conn, pid):
             reduction.send_handle(conn, kept, pid)
 
-        def close():   # the sharer calls it once: after send, or when it stops
+        def close():  # the sharer calls it once: after send, or when it stops
             os.close(kept)
             _count_pending(sender, -1)
 
@@ -112,7 +112,7 @@ class _Handover:
         except BaseException:
             os.close(kept)
             raise
-        _count_pending(sender, 1)   # (the sharer's listener exists now: see below)
+        _count_pending(sender, 1)  # (the sharer's listener exists now: see below)
         self._sender = sender
 
     def detach(self):
@@ -126,7 +126,8 @@ class _Handover:
                 f"cannot receive a shared Tensor: process {self._sender}, which sent it, "
                 f"no longer hands its memory over ({type(e).__name__}: {e}). A sender waits "
                 f"{_HANDOVER_WAIT:g} s at exit for its receivers: receive before joining it "
-                "(a message is also received once only)") from e
+                "(a message is also received once only)"
+            ) from e
 
 
 def _count_pending(sender, change):
@@ -160,8 +161,7 @@ def _wait_for_receivers():
     for thread in threading.enumerate():
         if thread.name == "QueueFeederThread" and thread is not threading.current_thread():
             thread.join(max(0.0, deadline - time.monotonic()))
-    while (_pending.get(os.getpid(), 0) > 0 and time.monotonic() < deadline
-           and _receivers_alive()):
+    while _pending.get(os.getpid(), 0) > 0 and time.monotonic() < deadline and _receivers_alive():
         time.sleep(0.005)
 
 
@@ -252,7 +252,7 @@ def _receive_executor_results(process):
 # the Tensor (and the event the receiver's stream waited on) until the count, a shared
 # int64 each receiver decrements when its Tensor dies, is back to 0. Checked at each send.
 _cuda_sent: list = []
-_cuda_sent_lock = _thread.allocate_lock()   # (threading would cost import time)
+_cuda_sent_lock = _thread.allocate_lock()  # (threading would cost import time)
 
 
 def _reduce_cuda(tensor):
@@ -267,13 +267,25 @@ def _reduce_cuda(tensor):
         sent = _core._share_cuda_tensor(tensor)
         handle, offset, event_handle, event = _core._cuda_ipc_handle(sent)
     counter = _core.zeros((1,), "int64", shared=True)
-    _core._shared_counter_add(counter, 1)       # one receiver, in flight
+    _core._shared_counter_add(counter, 1)  # one receiver, in flight
     device = tensor.device.index
     with _cuda_sent_lock:
         _cuda_sent.append((sent, counter, event, device))
     _release_received()
-    return (_rebuild_cuda, (handle, offset, device, event_handle, tensor.shape, tensor.strides,
-                            tensor.dtype.__dlpack_data_type__(), tensor.readonly, counter))
+    return (
+        _rebuild_cuda,
+        (
+            handle,
+            offset,
+            device,
+            event_handle,
+            tensor.shape,
+            tensor.strides,
+            tensor.dtype.__dlpack_data_type__(),
+            tensor.readonly,
+            counter,
+        ),
+    )
 
 
 def _release_received():
@@ -291,16 +303,18 @@ def _release_received():
         module.event_destroy(device, event)
 
 
-def _rebuild_cuda(handle, offset, device, event_handle, shape, strides, dtype_triple,
-                  readonly, counter):
+def _rebuild_cuda(
+    handle, offset, device, event_handle, shape, strides, dtype_triple, readonly, counter
+):
     """In the receiving process: the CUDA Tensor over the sender's allocation."""
     from dlinterop import _core
 
     if counter is None and getattr(_receiving, "failures", None):
-        return None   # its receivers' count did not arrive: that is the failure reported
+        return None  # its receivers' count did not arrive: that is the failure reported
     try:
-        return _core._tensor_from_cuda_ipc(handle, offset, device, event_handle, shape,
-                                           strides, dtype_triple, readonly, counter)
+        return _core._tensor_from_cuda_ipc(
+            handle, offset, device, event_handle, shape, strides, dtype_triple, readonly, counter
+        )
     except Exception as e:
         return _failed(e)
 

@@ -1,6 +1,7 @@
 """The main job, `python -m dlinterop`: print what was built, then exchange a tensor with
 each installed framework in both directions, prove zero-copy by pointer equality, and time
 each exchange."""
+
 import importlib
 import importlib.util
 import time
@@ -31,16 +32,27 @@ def _ns_per_call(fn, budget_s=0.05):
 # The peers are optional: imported by name, so that type checkers of an installation
 # without them (mypy.stubtest over dlinterop) do not look for them.
 
+
 def _numpy_cases():
     np = importlib.import_module("numpy")
 
     t = dl.full((64, 64), 1.5, "float32")
     a = np.full((64, 64), 2.5, np.float32)
     return [
-        ("numpy", "dlinterop -> numpy", lambda: np.from_dlpack(t), t.data_ptr,
-         lambda out: out.ctypes.data),
-        ("numpy", "numpy -> dlinterop", lambda: dl.from_dlpack(a), a.ctypes.data,
-         lambda out: out.data_ptr),
+        (
+            "numpy",
+            "dlinterop -> numpy",
+            lambda: np.from_dlpack(t),
+            t.data_ptr,
+            lambda out: out.ctypes.data,
+        ),
+        (
+            "numpy",
+            "numpy -> dlinterop",
+            lambda: dl.from_dlpack(a),
+            a.ctypes.data,
+            lambda out: out.data_ptr,
+        ),
     ]
 
 
@@ -50,10 +62,20 @@ def _torch_cases():
     t = dl.full((64, 64), 1.5, "float32")
     x = torch.full((64, 64), 2.5)
     return [
-        ("torch", "dlinterop -> torch", lambda: torch.from_dlpack(t), t.data_ptr,
-         lambda out: out.data_ptr()),
-        ("torch", "torch -> dlinterop", lambda: dl.from_dlpack(x), x.data_ptr(),
-         lambda out: out.data_ptr),
+        (
+            "torch",
+            "dlinterop -> torch",
+            lambda: torch.from_dlpack(t),
+            t.data_ptr,
+            lambda out: out.data_ptr(),
+        ),
+        (
+            "torch",
+            "torch -> dlinterop",
+            lambda: dl.from_dlpack(x),
+            x.data_ptr(),
+            lambda out: out.data_ptr,
+        ),
     ]
 
 
@@ -65,8 +87,13 @@ def _jax_cases():
     x = jnp.full((64, 64), 2.5, dtype=jnp.float32)
     ptr = x.unsafe_buffer_pointer()
     return [
-        ("jax", "dlinterop -> jax", lambda: jax.dlpack.from_dlpack(t), t.data_ptr,
-         lambda out: out.unsafe_buffer_pointer()),
+        (
+            "jax",
+            "dlinterop -> jax",
+            lambda: jax.dlpack.from_dlpack(t),
+            t.data_ptr,
+            lambda out: out.unsafe_buffer_pointer(),
+        ),
         ("jax", "jax -> dlinterop", lambda: dl.from_dlpack(x), ptr, lambda out: out.data_ptr),
     ]
 

@@ -5,6 +5,7 @@ float8/float6/float4 formats through dlinterop._minifloat, sub-byte integers as 
 complement codes. Vector types (lanes > 1) give a tuple per element. Every path is linear
 in the number of elements; text() writes a value with as few digits as its type needs.
 """
+
 import struct
 
 from dlinterop import _minifloat
@@ -61,7 +62,7 @@ def _lanes(raw, dtype, count):
     table = _code_table(dtype, code, bits)
     if table is not None:
         if bits * lanes < 8 or bits == 8:
-            return [table[b] for b in raw[:n]]      # one code per byte
+            return [table[b] for b in raw[:n]]  # one code per byte
         if bits == 4:
             # Two lanes in a byte (float4_e2m1fn_x2), the first in the low bits.
             low = [table[b & 0xF] for b in raw[:count]]
@@ -84,7 +85,7 @@ def _nested(flat, shape):
     out = [None] * shape[0]
     inner = shape[1:]
     for i in range(shape[0]):
-        out[i] = _nested(flat[i * step:(i + 1) * step], inner)
+        out[i] = _nested(flat[i * step : (i + 1) * step], inner)
     return out
 
 
@@ -93,7 +94,7 @@ def flat(t, raw):
     lanes = t.dtype.lanes
     values = _lanes(raw, t.dtype, t.size)
     if lanes > 1:
-        values = [tuple(values[i:i + lanes]) for i in range(0, len(values), lanes)]
+        values = [tuple(values[i : i + lanes]) for i in range(0, len(values), lanes)]
     return values
 
 
@@ -170,8 +171,10 @@ def _round_trip(dtype):
                 return struct.unpack(fmt, struct.pack(fmt, x))[0]
             except OverflowError:
                 return None
+
         return nearest
     if code in (_BFLOAT, _BCOMPLEX):
+
         def nearest(x):
             try:
                 (pattern,) = struct.unpack("<I", struct.pack("<f", x))
@@ -179,6 +182,7 @@ def _round_trip(dtype):
                 return None
             pattern += 0x7FFF + ((pattern >> 16) & 1)
             return _bfloat16([(pattern >> 16) & 0xFFFF])[0]
+
         return nearest
     return None
 
@@ -202,11 +206,17 @@ def formatter(dtype):
     if nearest is None:
         return repr
     if dtype.code in (_COMPLEX, _BCOMPLEX):
+
         def text(value):
-            return repr(complex(float(_shortest(value.real, nearest)),
-                                float(_shortest(value.imag, nearest))))
+            return repr(
+                complex(
+                    float(_shortest(value.real, nearest)), float(_shortest(value.imag, nearest))
+                )
+            )
+
         return text
 
     def text(value):
         return _shortest(value, nearest) if type(value) is float else repr(value)
+
     return text

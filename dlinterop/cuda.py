@@ -4,6 +4,7 @@ Importing it never fails for lack of CUDA. Without the CUDA allocator (dlinterop
 built when CMake finds nvcc), a driver or a GPU, device_count() is 0 and everything that
 needs a device raises CUDAError.
 """
+
 from __future__ import annotations
 
 import threading
@@ -13,15 +14,15 @@ from dlinterop import _core
 from dlinterop._core import CUDAError as CUDAError
 from dlinterop._core import CUDAOutOfMemoryError as CUDAOutOfMemoryError
 
-TYPE_CHECKING = False   # not typing's: importing dlinterop stays free of typing
+TYPE_CHECKING = False  # not typing's: importing dlinterop stays free of typing
 if TYPE_CHECKING:
-    from typing import Literal, SupportsInt, Union
+    from typing import Literal, SupportsInt, TypeAlias
 
-    from typing_extensions import Self, TypeAlias
+    from typing_extensions import Self
 
     from dlinterop._core import _DeviceLike
 
-    _AnyDevice: TypeAlias = Union[int, _DeviceLike, None]
+    _AnyDevice: TypeAlias = int | _DeviceLike | None
 
 
 def _load() -> ModuleType | None:
@@ -32,8 +33,11 @@ def _load() -> ModuleType | None:
 def _require() -> ModuleType:
     module = _load()
     if module is None:
-        raise CUDAError(-1, "dlinterop was built without its CUDA allocator "
-                            "(reinstall with nvcc on PATH, or DLINTEROP_CUDA=ON)")
+        raise CUDAError(
+            -1,
+            "dlinterop was built without its CUDA allocator "
+            "(reinstall with nvcc on PATH, or DLINTEROP_CUDA=ON)",
+        )
     return module
 
 

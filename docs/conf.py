@@ -5,6 +5,7 @@ Build it with `bash docs/build.sh OUTDIR`, or, once docs/_generated/benchmarks.s
 The API reference documents the INSTALLED dlinterop (`pip install ".[docs]"` first): the
 checkout's own dlinterop/ folder has no compiled modules, so it is taken off sys.path here.
 """
+
 import os
 import re
 import sys
@@ -48,10 +49,13 @@ def _plain_text_docstring(app, what, name, obj, options, lines):
     """`*args` and `**kwargs` in a plain-text docstring are Python, not the start of reST
     emphasis (which has a closing star, and is left alone)."""
     for i, line in enumerate(lines):
-        parts = re.split(r"(`[^`]*`)", line)            # code spans stay as they are
-        lines[i] = "".join(part if part.startswith("`") else
-                           _STAR_ARGS.sub(lambda m: "\\*" * len(m.group(1)), part)
-                           for part in parts)
+        parts = re.split(r"(`[^`]*`)", line)  # code spans stay as they are
+        lines[i] = "".join(
+            part
+            if part.startswith("`")
+            else _STAR_ARGS.sub(lambda m: "\\*" * len(m.group(1)), part)
+            for part in parts
+        )
 
 
 class DTypes(SphinxDirective):
@@ -65,12 +69,19 @@ class DTypes(SphinxDirective):
             if not isinstance(dt, dlinterop.DType):
                 continue
             lanes = f", {dt.lanes} lanes" if dt.lanes != 1 else ""
-            text += [f".. py:data:: {name}", "   :module: dlinterop", "   :type: DType", "",
-                     f"   ``dl.dtype(\"{dt.name}\")``: DLPack type code {dt.code}, "
-                     f"{dt.bits} bits{lanes}; itemsize {dt.itemsize}.", ""]
+            text += [
+                f".. py:data:: {name}",
+                "   :module: dlinterop",
+                "   :type: DType",
+                "",
+                f'   ``dl.dtype("{dt.name}")``: DLPack type code {dt.code}, '
+                f"{dt.bits} bits{lanes}; itemsize {dt.itemsize}.",
+                "",
+            ]
         container = nodes.section()
-        self.state.nested_parse(StringList(text, source="dlinterop.__all__"),
-                                self.content_offset, container)
+        self.state.nested_parse(
+            StringList(text, source="dlinterop.__all__"), self.content_offset, container
+        )
         return container.children
 
 
@@ -83,7 +94,8 @@ def _check_api_is_complete(app, env):
     for name in dlinterop.__all__:
         if f"dlinterop.{name}" not in documented:
             logging.getLogger(__name__).warning(
-                "dlinterop.%s (in dlinterop.__all__) is missing from the API reference", name)
+                "dlinterop.%s (in dlinterop.__all__) is missing from the API reference", name
+            )
 
 
 def setup(app):

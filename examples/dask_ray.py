@@ -5,6 +5,7 @@ runs tasks over it there and brings a Tensor back:
 
     python examples/dask_ray.py
 """
+
 import numpy as np
 
 import dlinterop as dl
@@ -19,10 +20,14 @@ def dask_job(t):
     from dask.sizeof import sizeof
     from distributed import Client, LocalCluster
 
-    print(f"Dask sees the Tensor's {sizeof(t):,} bytes")   # memory limits and spilling count it
-    with LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
-        data = client.scatter(t)                        # to a worker, once
+    print(f"Dask sees the Tensor's {sizeof(t):,} bytes")  # memory limits and spilling count it
+    with (
+        LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        data = client.scatter(t)  # to a worker, once
         means = client.submit(column_means, data).result()
         print("Dask:", type(means).__name__, means.shape, np.from_dlpack(means)[:3])
 
@@ -32,11 +37,11 @@ def ray_job(t):
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        ref = ray.put(t)                                # into the object store, once
-        view = ray.get(ref)                             # no copy: a read-only view of the store
+        ref = ray.put(t)  # into the object store, once
+        view = ray.get(ref)  # no copy: a read-only view of the store
         print("Ray: get is a read-only view:", view.readonly, view.shape)
         task = ray.remote(column_means)
-        parts = ray.get([task.remote(ref) for _ in range(4)])   # four readers, one copy
+        parts = ray.get([task.remote(ref) for _ in range(4)])  # four readers, one copy
         print("Ray:", len(parts), "results", np.from_dlpack(parts[0])[:3])
     finally:
         ray.shutdown()

@@ -73,8 +73,7 @@ int dli_cuda_malloc(int kind, int device, size_t nbytes, int zero, void* stream,
       err = cudaMalloc(out, n);
       if (err == cudaSuccess && zero) err = cudaMemsetAsync(*out, 0, n, s);
       return (int)err;
-    default:
-      return (int)cudaErrorInvalidValue;
+    default: return (int)cudaErrorInvalidValue;
   }
 }
 
@@ -86,12 +85,8 @@ int dli_cuda_free(int kind, int device, void* ptr, void* stream) {
     case DLI_CUDA_DEVICE:
       err = pools_supported(device) ? cudaFreeAsync(ptr, (cudaStream_t)stream) : cudaFree(ptr);
       break;
-    case DLI_CUDA_HOST:
-      err = cudaFreeHost(ptr);
-      break;
-    default:
-      err = cudaFree(ptr);
-      break;
+    case DLI_CUDA_HOST: err = cudaFreeHost(ptr); break;
+    default: err = cudaFree(ptr); break;
   }
   /* At process exit the runtime may already be unloading: the memory goes with it. */
   if (err == cudaErrorCudartUnloading) err = cudaSuccess;
@@ -219,7 +214,7 @@ int dli_cuda_pointer_device(const void* ptr, int* device, int* device_type) {
 }
 
 typedef int (*dli_mem_get_address_range_fn)(unsigned long long* base, size_t* size,
-                                             unsigned long long ptr);
+                                            unsigned long long ptr);
 
 /* cuMemGetAddressRange from the driver the runtime loaded (no link against libcuda). */
 static dli_mem_get_address_range_fn mem_get_address_range(void) {
@@ -227,8 +222,8 @@ static dli_mem_get_address_range_fn mem_get_address_range(void) {
   if (fn == NULL) {
     void* found = NULL;
     cudaDriverEntryPointQueryResult status;
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &found, 12000,
-                                         cudaEnableDefault, &status) == cudaSuccess &&
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &found, 12000, cudaEnableDefault,
+                                         &status) == cudaSuccess &&
         status == cudaDriverEntryPointSuccess) {
       fn = (dli_mem_get_address_range_fn)found;
     } else {
@@ -238,8 +233,7 @@ static dli_mem_get_address_range_fn mem_get_address_range(void) {
   return fn;
 }
 
-int dli_cuda_ipc_export(const void* ptr, int device, void* handle, size_t* offset,
-                        size_t* size) {
+int dli_cuda_ipc_export(const void* ptr, int device, void* handle, size_t* offset, size_t* size) {
   DeviceGuard guard(device);
   if (guard.err != cudaSuccess) return (int)guard.err;
   dli_mem_get_address_range_fn range = mem_get_address_range();
@@ -284,8 +278,7 @@ int dli_cuda_ipc_event_record(int device, void* stream, void* handle, void** eve
   DeviceGuard guard(device);
   if (guard.err != cudaSuccess) return (int)guard.err;
   cudaEvent_t e;
-  cudaError_t err =
-      cudaEventCreateWithFlags(&e, cudaEventInterprocess | cudaEventDisableTiming);
+  cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventInterprocess | cudaEventDisableTiming);
   if (err != cudaSuccess) return (int)err;
   err = cudaEventRecord(e, (cudaStream_t)stream);
   cudaIpcEventHandle_t h;
@@ -327,4 +320,4 @@ void dli_cuda_set_current_stream(int device, void* stream) {
   if (device >= 0 && device < DLI_MAX_DEVICES) current_streams[device] = stream;
 }
 
-}  /* extern "C" */
+} /* extern "C" */

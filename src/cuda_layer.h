@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime.h"  /* DLI_MAX_NDIM */
+#include "runtime.h" /* DLI_MAX_NDIM */
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,8 +19,12 @@ extern "C" {
 /* Memory kinds, numbered as DLPack's device types; DLI_CUDA_DEVICE_IPC is device memory
  * from cudaMalloc (not the stream-ordered pool DLI_CUDA_DEVICE uses where the device has
  * one), which CUDA IPC can hand to another process. */
-enum { DLI_CUDA_DEVICE = 2, DLI_CUDA_HOST = 3, DLI_CUDA_MANAGED = 13,
-       DLI_CUDA_DEVICE_IPC = 0x10002 };
+enum {
+  DLI_CUDA_DEVICE = 2,
+  DLI_CUDA_HOST = 3,
+  DLI_CUDA_MANAGED = 13,
+  DLI_CUDA_DEVICE_IPC = 0x10002
+};
 
 int dli_cuda_device_count(int* out);
 int dli_cuda_runtime_version(int* out);
@@ -58,8 +62,7 @@ enum { DLI_CUDA_IPC_HANDLE_BYTES = 64 };
 /* The allocation device memory `ptr` lies in, as a handle: *offset is ptr's offset into
  * it, *size its size. Memory from a stream-ordered pool (cudaMallocAsync) has no such
  * handle: cudaErrorInvalidValue. */
-int dli_cuda_ipc_export(const void* ptr, int device, void* handle, size_t* offset,
-                        size_t* size);
+int dli_cuda_ipc_export(const void* ptr, int device, void* handle, size_t* offset, size_t* size);
 /* Maps a handle another process made: *base is the allocation's start in this process and
  * *size its size (as the driver knows it, whatever the sender said). A handle is opened
  * once per process; close it with dli_cuda_ipc_close. */

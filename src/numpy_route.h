@@ -14,14 +14,13 @@ int dli_numpy_init(void);
 /* Fills `out` (shape and strides in `storage`, 2 * ndim entries) from an exact
  * numpy.ndarray as NumPy's __dlpack__ would, and *readonly; 0 on success, 1 when the
  * array must take the __dlpack__ route instead. Never sets an exception. */
-int dli_numpy_view(PyObject *obj, DLTensor *out, int64_t *storage, int max_ndim,
-                   int *readonly);
+int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim, int* readonly);
 
 /* A new exact numpy.ndarray viewing `t` as np.from_dlpack would make it (dtype, shape, byte
  * strides, writeable unless `readonly`), with `base` (a new reference taken here) keeping
  * the memory alive. NULL without an exception where NumPy's own from_dlpack must decide
  * (a device other than kDLCPU, a dtype outside NumPy's builtin table, too many dimensions);
  * NULL with an exception where NumPy refused the array. */
-PyObject *dli_numpy_wrap(const DLTensor *t, int readonly, PyObject *base);
+PyObject* dli_numpy_wrap(const DLTensor* t, int readonly, PyObject* base);
 
 #endif

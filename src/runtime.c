@@ -21,9 +21,8 @@ void dli_stats_allocated(size_t nbytes) {
   int64_t now = atomic_fetch_add_explicit(&live_bytes, (int64_t)nbytes, memory_order_relaxed) +
                 (int64_t)nbytes;
   int64_t peak = atomic_load_explicit(&peak_bytes, memory_order_relaxed);
-  while (now > peak &&
-         !atomic_compare_exchange_weak_explicit(&peak_bytes, &peak, now, memory_order_relaxed,
-                                                memory_order_relaxed)) {
+  while (now > peak && !atomic_compare_exchange_weak_explicit(
+                           &peak_bytes, &peak, now, memory_order_relaxed, memory_order_relaxed)) {
   }
 }
 
@@ -76,7 +75,6 @@ void dli_stats_read(dli_stats* out) {
   out->total_allocations = atomic_load(&total_allocations);
 }
 
-
 int dli_interpreter_alive(void) {
   if (!Py_IsInitialized()) return 0;
 #if PY_VERSION_HEX >= 0x030D0000
@@ -97,7 +95,7 @@ static void copy_dim(char* dst, const char* src, int dim, int ndim, const int64_
       /* A constant size lets the compiler turn each memcpy into one load and store. */
       switch (itemsize) {
 #define DLI_GATHER(SIZE) \
-  case SIZE:             \
+  case SIZE: \
     for (int64_t i = 0; i < n; ++i) memcpy(dst + i * SIZE, src + i * step, SIZE); \
     break;
         DLI_GATHER(1)

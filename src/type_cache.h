@@ -21,31 +21,31 @@
 #include <stdint.h>
 
 typedef struct {
-  PyObject *type;  /* borrowed (the weak reference's callback removes the entry before the
-                      type is freed); NULL: never used; DLI_TYPE_CACHE_REMOVED: removed */
-  unsigned int tag;  /* the type's version tag the value was made under */
-  PyObject *value;   /* owned */
-  PyObject *ref;     /* owned: weakref.ref(type, callback) */
+  PyObject* type;   /* borrowed (the weak reference's callback removes the entry before the
+                       type is freed); NULL: never used; DLI_TYPE_CACHE_REMOVED: removed */
+  unsigned int tag; /* the type's version tag the value was made under */
+  PyObject* value;  /* owned */
+  PyObject* ref;    /* owned: weakref.ref(type, callback) */
 } dli_type_entry;
 
 typedef struct {
-  dli_type_entry *entries; /* a power of two of them, or NULL before the first insert */
+  dli_type_entry* entries; /* a power of two of them, or NULL before the first insert */
   size_t mask;
   size_t live;   /* entries holding a type */
   size_t filled; /* entries holding a type or removed (probe chains run through both) */
   /* The entry found last, checked before any probe: a loop over one type's objects costs a
      compare. last_value is borrowed from its entry, and cleared with it. */
-  PyObject *last_type;
+  PyObject* last_type;
   unsigned int last_tag;
-  PyObject *last_value;
+  PyObject* last_value;
 #ifdef Py_GIL_DISABLED
   PyMutex mutex;
 #endif
 } dli_type_cache;
 
-#define DLI_TYPE_CACHE_REMOVED ((PyObject *)(uintptr_t)1)
+#define DLI_TYPE_CACHE_REMOVED ((PyObject*)(uintptr_t)1)
 
-static inline void dli_type_cache_lock(dli_type_cache *cache) {
+static inline void dli_type_cache_lock(dli_type_cache* cache) {
 #ifdef Py_GIL_DISABLED
   PyMutex_Lock(&cache->mutex);
 #else
@@ -53,7 +53,7 @@ static inline void dli_type_cache_lock(dli_type_cache *cache) {
 #endif
 }
 
-static inline void dli_type_cache_unlock(dli_type_cache *cache) {
+static inline void dli_type_cache_unlock(dli_type_cache* cache) {
 #ifdef Py_GIL_DISABLED
   PyMutex_Unlock(&cache->mutex);
 #else
@@ -61,18 +61,17 @@ static inline void dli_type_cache_unlock(dli_type_cache *cache) {
 #endif
 }
 
-static inline size_t dli_type_cache_slot(const dli_type_cache *cache, PyObject *type) {
+static inline size_t dli_type_cache_slot(const dli_type_cache* cache, PyObject* type) {
   /* Objects are 16-byte aligned: the low bits say nothing. Fibonacci hashing spreads the
      rest over the table. */
-  return (size_t)((((uintptr_t)type >> 4) * (uint64_t)0x9E3779B97F4A7C15ull) >> 17) &
-         cache->mask;
+  return (size_t)((((uintptr_t)type >> 4) * (uint64_t)0x9E3779B97F4A7C15ull) >> 17) & cache->mask;
 }
 
 /* The value for `type` made under version tag `tag`, as a new reference, or NULL (no
    exception) when there is none or it was made under another tag. Never raises. */
-static inline PyObject *dli_type_cache_get(dli_type_cache *cache, PyObject *type,
+static inline PyObject* dli_type_cache_get(dli_type_cache* cache, PyObject* type,
                                            unsigned int tag) {
-  PyObject *value = NULL;
+  PyObject* value = NULL;
   size_t i;
   if (tag == 0) return NULL; /* no valid tag: nothing can be trusted */
   dli_type_cache_lock(cache);
@@ -81,7 +80,7 @@ static inline PyObject *dli_type_cache_get(dli_type_cache *cache, PyObject *type
     Py_INCREF(value);
   } else if (cache->entries != NULL) {
     for (i = dli_type_cache_slot(cache, type);; i = (i + 1) & cache->mask) {
-      dli_type_entry *entry = &cache->entries[i];
+      dli_type_entry* entry = &cache->entries[i];
       if (entry->type == type) {
         if (entry->tag == tag) {
           value = entry->value;
@@ -102,23 +101,25 @@ static inline PyObject *dli_type_cache_get(dli_type_cache *cache, PyObject *type
 /* With a GIL, the value found last for `type` under `tag`, borrowed (valid until the next
    call that may run Python code), or NULL: the inline front of dli_type_cache_get for the
    hot paths. Without a GIL, always NULL (only dli_type_cache_get hands out references). */
-static inline PyObject *dli_type_cache_last(dli_type_cache *cache, PyObject *type,
+static inline PyObject* dli_type_cache_last(dli_type_cache* cache, PyObject* type,
                                             unsigned int tag) {
 #ifdef Py_GIL_DISABLED
-  (void)cache; (void)type; (void)tag;
+  (void)cache;
+  (void)type;
+  (void)tag;
   return NULL;
 #else
   return (type == cache->last_type && tag == cache->last_tag && tag != 0) ? cache->last_value
-                                                                           : NULL;
+                                                                          : NULL;
 #endif
 }
 
 /* Moves the live entries into a table of `capacity` entries (a power of two). Called with
    the lock held; touches no Python object. -1 when out of memory (the table is unchanged). */
-static int dli_type_cache_resize(dli_type_cache *cache, size_t capacity) {
-  dli_type_entry *old = cache->entries;
+static int dli_type_cache_resize(dli_type_cache* cache, size_t capacity) {
+  dli_type_entry* old = cache->entries;
   size_t old_capacity = old == NULL ? 0 : cache->mask + 1;
-  dli_type_entry *entries = (dli_type_entry *)PyMem_RawCalloc(capacity, sizeof(dli_type_entry));
+  dli_type_entry* entries = (dli_type_entry*)PyMem_RawCalloc(capacity, sizeof(dli_type_entry));
   size_t i, j;
   if (entries == NULL) return -1;
   cache->entries = entries;
@@ -138,9 +139,9 @@ static int dli_type_cache_resize(dli_type_cache *cache, size_t capacity) {
 /* Stores `value` for `type` under `tag`, replacing what was stored for it. `callback` is
    called with the weak reference when the type dies; it must call dli_type_cache_forget.
    0 on success; -1 with an exception set. */
-static int dli_type_cache_put(dli_type_cache *cache, PyObject *type, unsigned int tag,
-                              PyObject *value, PyObject *callback) {
-  PyObject *ref = PyWeakref_NewRef(type, callback); /* before the lock: it may run the GC */
+static int dli_type_cache_put(dli_type_cache* cache, PyObject* type, unsigned int tag,
+                              PyObject* value, PyObject* callback) {
+  PyObject* ref = PyWeakref_NewRef(type, callback); /* before the lock: it may run the GC */
   PyObject *released_value = NULL, *released_ref = NULL;
   dli_type_entry *entry = NULL, *free_entry = NULL;
   size_t i;
@@ -157,7 +158,7 @@ static int dli_type_cache_put(dli_type_cache *cache, PyObject *type, unsigned in
     }
   }
   for (i = dli_type_cache_slot(cache, type);; i = (i + 1) & cache->mask) {
-    dli_type_entry *candidate = &cache->entries[i];
+    dli_type_entry* candidate = &cache->entries[i];
     if (candidate->type == type) {
       entry = candidate;
       break;
@@ -198,13 +199,13 @@ static int dli_type_cache_put(dli_type_cache *cache, PyObject *type, unsigned in
 }
 
 /* Removes the entry whose weak reference is `ref` (its type died). Never raises. */
-static void dli_type_cache_forget(dli_type_cache *cache, PyObject *ref) {
+static void dli_type_cache_forget(dli_type_cache* cache, PyObject* ref) {
   PyObject *released_value = NULL, *released_ref = NULL;
   size_t i;
   dli_type_cache_lock(cache);
   if (cache->entries != NULL) {
     for (i = 0; i <= cache->mask; i++) {
-      dli_type_entry *entry = &cache->entries[i];
+      dli_type_entry* entry = &cache->entries[i];
       if (entry->ref == ref && entry->type != NULL && entry->type != DLI_TYPE_CACHE_REMOVED) {
         released_value = entry->value;
         released_ref = entry->ref;
@@ -226,7 +227,7 @@ static void dli_type_cache_forget(dli_type_cache *cache, PyObject *ref) {
 }
 
 /* Entries holding a type (a testing aid's count). */
-static inline Py_ssize_t dli_type_cache_size(dli_type_cache *cache) {
+static inline Py_ssize_t dli_type_cache_size(dli_type_cache* cache) {
   Py_ssize_t live;
   dli_type_cache_lock(cache);
   live = (Py_ssize_t)cache->live;

@@ -33,9 +33,13 @@ def test_import_without_cuda_reports_no_device():
 
 
 def test_build_info_names_versions():
+    import importlib.metadata
+
     info = dl.build_info()
     assert info["dlpack_abi"] == "1.3"
     assert info["dlinterop"] == dl.__version__
+    # The installed metadata's version is read from __version__ at build time.
+    assert importlib.metadata.version("dlinterop") == dl.__version__
     assert info["cython"].startswith("3.")
     assert isinstance(info["cuda_allocator_built"], bool)
     assert "numpy" in info["frameworks"]

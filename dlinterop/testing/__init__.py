@@ -20,16 +20,33 @@ A framework is a builtin name (see FRAMEWORKS), ``"module:callable"`` (the calla
 returns a Framework; it runs in the child process too), or a Framework object (checked in
 this process).
 """
-from dlinterop.testing._model import ROLES, RULES, NotApplicable, Report, Result, Rule  # noqa: F401
+
 from dlinterop.testing._frameworks import FRAMEWORKS, Framework, framework
+from dlinterop.testing._model import ROLES, RULES, NotApplicable, Report, Result, Rule  # noqa: F401
+
 # The rules register themselves (rule() and register(), beside their functions) as these
 # modules are imported: producer rules first, then consumer rules, in the order they print.
-from dlinterop.testing import _producer_rules, _consumer_rules  # noqa: F401
-from dlinterop.testing._run import (  # noqa: F401  (_worker: the child process's entry point)
-    _worker, assert_conforms, check, check_consumer, check_producer,
-)
+from dlinterop.testing import _producer_rules, _consumer_rules  # noqa: F401  # isort: skip
 from dlinterop.testing._cli import main
+from dlinterop.testing._run import (  # noqa: F401  (_worker: the child process's entry point)
+    _worker,
+    assert_conforms,
+    check,
+    check_consumer,
+    check_producer,
+)
 
-__all__ = ["Framework", "NotApplicable", "Report", "Result", "RULES", "FRAMEWORKS",
-           "assert_conforms", "check", "check_consumer", "check_producer", "framework",
-           "main"]
+__all__ = [
+    "Framework",
+    "NotApplicable",
+    "Report",
+    "Result",
+    "RULES",
+    "FRAMEWORKS",
+    "assert_conforms",
+    "check",
+    "check_consumer",
+    "check_producer",
+    "framework",
+    "main",
+]

@@ -1,5 +1,6 @@
 """The command line: python -m dlinterop check NAME... (tables, --json, --markdown, --list,
 --strict)."""
+
 import argparse
 import dataclasses
 import json
@@ -19,25 +20,35 @@ def _role_rows(reports):
     names = [r.framework for r in reports]
     cells = {(res.rule, r.framework): res for r in reports for res in r.results}
     for role in ROLES:
-        rows = [(rule.id, [_CELL[cells[(rule.id, n)].result] if (rule.id, n) in cells else ""
-                           for n in names])
-                for rule in RULES if rule.role == role
-                and any((rule.id, n) in cells for n in names)]
+        rows = [
+            (
+                rule.id,
+                [_CELL[cells[(rule.id, n)].result] if (rule.id, n) in cells else "" for n in names],
+            )
+            for rule in RULES
+            if rule.role == role and any((rule.id, n) in cells for n in names)
+        ]
         if rows:
             yield role, rows
 
 
 def _markdown_section(role, names, rows):
-    lines = [f"\n**{role}**\n", "| rule | " + " | ".join(names) + " |",
-             "| --- |" + " --- |" * len(names)]
+    lines = [
+        f"\n**{role}**\n",
+        "| rule | " + " | ".join(names) + " |",
+        "| --- |" + " --- |" * len(names),
+    ]
     lines += [f"| `{rule}` | " + " | ".join(row) + " |" for rule, row in rows]
     return lines
 
 
 def _text_section(role, names, rows):
     width = max(len(rule) for rule, _ in rows) + 2
-    lines = [f"\n{role}s".upper(), f"{'rule':<{width}}" + "".join(f"{n:>18}" for n in names),
-             "-" * (width + 18 * len(names))]
+    lines = [
+        f"\n{role}s".upper(),
+        f"{'rule':<{width}}" + "".join(f"{n:>18}" for n in names),
+        "-" * (width + 18 * len(names)),
+    ]
     lines += [f"{rule:<{width}}" + "".join(f"{cell:>18}" for cell in row) for rule, row in rows]
     return lines
 
@@ -66,17 +77,24 @@ def _table(reports, markdown):
 
 def add_arguments(parser):
     """The checker's arguments, on `parser` (python -m dlinterop check's)."""
-    parser.add_argument("frameworks", nargs="*", metavar="NAME",
-                        help=f"{', '.join(FRAMEWORKS)}, or module:callable")
+    parser.add_argument(
+        "frameworks", nargs="*", metavar="NAME", help=f"{', '.join(FRAMEWORKS)}, or module:callable"
+    )
     parser.add_argument("--role", choices=ROLES, help="check one role only")
     parser.add_argument("--rule", action="append", dest="rules", help="only this rule (repeat)")
-    parser.add_argument("--json", metavar="FILE", type=output_file,
-                        help="write the results as JSON")
+    parser.add_argument(
+        "--json", metavar="FILE", type=output_file, help="write the results as JSON"
+    )
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
     parser.add_argument("--list", action="store_true", help="list the rules and stop")
-    parser.add_argument("--strict", metavar="NAME", action="append", default=[],
-                        help="exit 1 if NAME fails a rule (repeat; default: any failure "
-                             "of any framework only prints)")
+    parser.add_argument(
+        "--strict",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="exit 1 if NAME fails a rule (repeat; default: any failure "
+        "of any framework only prints)",
+    )
 
 
 def output_file(path):
@@ -112,9 +130,11 @@ def run(args, parser):
     names = [spec.partition(":")[2] or spec for spec in args.frameworks]
     unchecked = sorted(set(args.strict) - set(names))
     if unchecked:
-        parser.error(f"--strict {', '.join(unchecked)}: not among the frameworks checked "
-                     f"({', '.join(names)})")
-    try:        # every name and rule before anything runs (a framework takes a while)
+        parser.error(
+            f"--strict {', '.join(unchecked)}: not among the frameworks checked "
+            f"({', '.join(names)})"
+        )
+    try:  # every name and rule before anything runs (a framework takes a while)
         _selected(args.role, args.rules)
         for spec in args.frameworks:
             _require_checkable(spec)
@@ -123,8 +143,10 @@ def run(args, parser):
     reports = [check(spec, args.role, args.rules) for spec in args.frameworks]
     print(_table(reports, args.markdown))
     written = not args.json or write_json(
-        args.json, {"results": [dataclasses.asdict(res) for r in reports for res in r.results]},
-        parser.prog)
+        args.json,
+        {"results": [dataclasses.asdict(res) for r in reports for res in r.results]},
+        parser.prog,
+    )
     failing = [r.framework for r in reports if r.framework in args.strict and not r]
     return 1 if failing or not written else 0
 

@@ -1,12 +1,19 @@
 """The consumer rules: a framework's from_dlpack, fed by producers dlinterop builds natively,
 well-formed and malformed, whose deleters count their calls."""
+
 import gc
 
 from dlinterop.testing._frameworks import _np, _numpy_dtype
 from dlinterop.testing._helpers import _code, _native, _nbytes, _values
 from dlinterop.testing._model import (
-    IS_SUBBYTE_TYPE_PADDED, READ_ONLY, NotApplicable, _fail, register, rule,
+    IS_SUBBYTE_TYPE_PADDED,
+    READ_ONLY,
+    NotApplicable,
+    _fail,
+    register,
+    rule,
 )
+
 
 def _producer(values=None, dtype="int32", **fields):
     """A native producer of `values` as `dtype`, C-contiguous strides filled, unless
@@ -30,6 +37,7 @@ def _producer(values=None, dtype="int32", **fields):
 def _bytes_of(fw, obj):
     """The bytes (C order) of a consumer's array, through its own export."""
     import dlinterop as dl
+
     try:
         t = dl.from_dlpack(obj).copy()
     except Exception as e:
@@ -53,7 +61,7 @@ def _release(*objects):
     gc.collect()
 
 
-@rule('consumer.imports', "a versioned capsule's values, shared")
+@rule("consumer.imports", "a versioned capsule's values, shared")
 def c_imports(fw):
     p = _producer()
     out = fw.from_dlpack(p)
@@ -64,7 +72,7 @@ def c_imports(fw):
         return "copied (allowed where sharing is not possible)"
 
 
-@rule('consumer.renames-capsule', "the capsule is renamed used_*")
+@rule("consumer.renames-capsule", "the capsule is renamed used_*")
 def c_renames(fw):
     p = _producer()
     out = fw.from_dlpack(p)
@@ -74,7 +82,7 @@ def c_renames(fw):
     del out
 
 
-@rule('consumer.deleter-once', "the deleter runs once, when the imported array dies")
+@rule("consumer.deleter-once", "the deleter runs once, when the imported array dies")
 def c_deleter_once(fw):
     p = _producer()
     out = fw.from_dlpack(p)
@@ -82,15 +90,17 @@ def c_deleter_once(fw):
     gc.collect()
     copied = _pointer_of(out) not in (None, p.data_address)
     if p.deleter_calls != (1 if copied else 0):
-        _fail(f"deleter called {p.deleter_calls}× while the imported array lives "
-              f"({'a copy' if copied else 'sharing the memory'})")
+        _fail(
+            f"deleter called {p.deleter_calls}× while the imported array lives "
+            f"({'a copy' if copied else 'sharing the memory'})"
+        )
     del out
     gc.collect()
     if p.deleter_calls != 1:
         _fail(f"deleter called {p.deleter_calls}× once the imported array died (expected 1)")
 
 
-@rule('consumer.passes-max-version', "__dlpack__ gets max_version=(1, x)")
+@rule("consumer.passes-max-version", "__dlpack__ gets max_version=(1, x)")
 def c_max_version(fw):
     p = _producer()
     fw.from_dlpack(p)
@@ -102,7 +112,10 @@ def c_max_version(fw):
     return f"max_version={tuple(mv)}"
 
 
-@rule('consumer.old-producer', "a producer that rejects max_version with TypeError is asked again without")
+@rule(
+    "consumer.old-producer",
+    "a producer that rejects max_version with TypeError is asked again without",
+)
 def c_old_signature(fw):
     p = _producer(versioned=False, old_signature=True)
     out = fw.from_dlpack(p)
@@ -110,7 +123,7 @@ def c_old_signature(fw):
         _fail("imported values differ from the producer's")
 
 
-@rule('consumer.legacy-capsule', "a legacy capsule is accepted when a versioned one was asked for")
+@rule("consumer.legacy-capsule", "a legacy capsule is accepted when a versioned one was asked for")
 def c_legacy(fw):
     p = _producer(versioned=False)
     out = fw.from_dlpack(p)
@@ -118,7 +131,7 @@ def c_legacy(fw):
         _fail("imported values differ from the producer's")
 
 
-@rule('consumer.stream-cpu', "no stream is passed for CPU memory")
+@rule("consumer.stream-cpu", "no stream is passed for CPU memory")
 def c_stream_cpu(fw):
     p = _producer()
     fw.from_dlpack(p)
@@ -147,7 +160,7 @@ def _refuses(fw, p, what):
     return refusal, 1
 
 
-@rule('consumer.consume-once', "a used capsule is refused")
+@rule("consumer.consume-once", "a used capsule is refused")
 def c_consume_once(fw):
     p = _producer(name="used_dltensor_versioned")
     refusal, _ = _refuses(fw, p, "a consumed capsule")
@@ -156,7 +169,7 @@ def c_consume_once(fw):
     return refusal
 
 
-@rule('consumer.read-only', "READ_ONLY gives a read-only array (or a copy)")
+@rule("consumer.read-only", "READ_ONLY gives a read-only array (or a copy)")
 def c_read_only(fw):
     p = _producer(flags=READ_ONLY)
     out = fw.from_dlpack(p)
@@ -170,7 +183,7 @@ def c_read_only(fw):
     return "copied" if writable else None
 
 
-@rule('consumer.zero-d', "ndim 0 with NULL shape and strides")
+@rule("consumer.zero-d", "ndim 0 with NULL shape and strides")
 def c_zero_d(fw):
     np = _np()
     p = _producer(np.int32(7), shape=())
@@ -179,7 +192,7 @@ def c_zero_d(fw):
         _fail("0-d import (NULL shape and strides) read another value")
 
 
-@rule('consumer.null-strides', "NULL strides mean C-contiguous")
+@rule("consumer.null-strides", "NULL strides mean C-contiguous")
 def c_null_strides(fw):
     np = _np()
     values = np.arange(6).reshape(2, 3)
@@ -189,7 +202,7 @@ def c_null_strides(fw):
         _fail("NULL strides not read as C-contiguous")
 
 
-@rule('consumer.byte-offset', "byte_offset is honoured")
+@rule("consumer.byte-offset", "byte_offset is honoured")
 def c_byte_offset(fw):
     np = _np()
     p = _producer(np.arange(4), byte_offset=16)
@@ -198,7 +211,7 @@ def c_byte_offset(fw):
         _fail("byte_offset not honoured")
 
 
-@rule('consumer.zero-size', "size 0 with a NULL data pointer")
+@rule("consumer.zero-size", "size 0 with a NULL data pointer")
 def c_zero_size(fw):
     np = _np()
     p = _producer(np.zeros(0), shape=(0,), null_data=True)
@@ -217,21 +230,35 @@ def _consumer_layout_rule(strides, shape, expected, start=0):
         except BufferError as e:
             return f"refused with BufferError ({e})"
         except Exception as e:
-            _fail(f"refused with {type(e).__name__}, where the standard says BufferError: "
-                  f"{str(e).splitlines()[0][:80] if str(e) else ''}")
+            _fail(
+                f"refused with {type(e).__name__}, where the standard says BufferError: "
+                f"{str(e).splitlines()[0][:80] if str(e) else ''}"
+            )
         got = _bytes_of(fw, out)
         if got != np.asarray(expected, np.int32).tobytes():
-            _fail(f"strides {strides} read as {np.frombuffer(got, np.int32).tolist()}, "
-                  f"expected {list(expected)}")
+            _fail(
+                f"strides {strides} read as {np.frombuffer(got, np.int32).tolist()}, "
+                f"expected {list(expected)}"
+            )
+
     return rule
 
 
-register('consumer.negative-strides', _consumer_layout_rule((-1,), (4,), [3, 2, 1, 0], 3),
-         "negative strides (or a BufferError)")
-register('consumer.zero-strides', _consumer_layout_rule((0,), (3,), [0, 0, 0]),
-         "zero strides (or a BufferError)")
-register('consumer.non-compact-strides', _consumer_layout_rule((2,), (3,), [0, 2, 4]),
-         "non-compact strides (or a BufferError)")
+register(
+    "consumer.negative-strides",
+    _consumer_layout_rule((-1,), (4,), [3, 2, 1, 0], 3),
+    "negative strides (or a BufferError)",
+)
+register(
+    "consumer.zero-strides",
+    _consumer_layout_rule((0,), (3,), [0, 0, 0]),
+    "zero strides (or a BufferError)",
+)
+register(
+    "consumer.non-compact-strides",
+    _consumer_layout_rule((2,), (3,), [0, 2, 4]),
+    "non-compact strides (or a BufferError)",
+)
 
 
 def _consumer_dtype_rule(name):
@@ -249,24 +276,26 @@ def _consumer_dtype_rule(name):
                 _fail(f"refuses {name}, which it has ({type(e).__name__})")
             return f"refused ({type(e).__name__}); it has no {name}"
         except Exception as e:
-            _fail(f"refused {name} with {type(e).__name__}, where the standard says "
-                  f"BufferError: {str(e).splitlines()[0][:80] if str(e) else ''}")
+            _fail(
+                f"refused {name} with {type(e).__name__}, where the standard says "
+                f"BufferError: {str(e).splitlines()[0][:80] if str(e) else ''}"
+            )
         if _bytes_of(fw, out) != p.payload:
             _fail(f"{name} imported with other bytes")
+
     return rule
 
 
-register('consumer.dtype-bool', _consumer_dtype_rule("bool"),
-         "bool")
-register('consumer.dtype-complex64', _consumer_dtype_rule("complex64"),
-         "complex64")
-register('consumer.dtype-bfloat16', _consumer_dtype_rule("bfloat16"),
-         "bfloat16")
-register('consumer.dtype-float8', _consumer_dtype_rule("float8_e4m3fn"),
-         "float8_e4m3fn")
+register("consumer.dtype-bool", _consumer_dtype_rule("bool"), "bool")
+register("consumer.dtype-complex64", _consumer_dtype_rule("complex64"), "complex64")
+register("consumer.dtype-bfloat16", _consumer_dtype_rule("bfloat16"), "bfloat16")
+register("consumer.dtype-float8", _consumer_dtype_rule("float8_e4m3fn"), "float8_e4m3fn")
 
 
-@rule('consumer.subbyte-padded', "padded float4 data (IS_SUBBYTE_TYPE_PADDED) reads one element per byte, or is refused")
+@rule(
+    "consumer.subbyte-padded",
+    "padded float4 data (IS_SUBBYTE_TYPE_PADDED) reads one element per byte, or is refused",
+)
 def c_subbyte_padded(fw):
     try:
         _numpy_dtype("float4_e2m1fn")
@@ -282,13 +311,14 @@ def c_subbyte_padded(fw):
     except Exception as e:
         _fail(f"refused with {type(e).__name__}, where the standard says BufferError")
     codes = [b & 0xF for b in p.payload]
-    packed = bytes(codes[i] | (codes[i + 1] << 4 if i + 1 < len(codes) else 0)
-                   for i in range(0, len(codes), 2))
+    packed = bytes(
+        codes[i] | (codes[i + 1] << 4 if i + 1 < len(codes) else 0) for i in range(0, len(codes), 2)
+    )
     if _bytes_of(fw, out) != packed:
         _fail("padded data read as packed: the values differ (the flag was ignored)")
 
 
-@rule('consumer.copy-true', "copy=True does not share the producer's memory")
+@rule("consumer.copy-true", "copy=True does not share the producer's memory")
 def c_copy_true(fw):
     p = _producer()
     try:
@@ -303,8 +333,7 @@ def c_copy_true(fw):
     # This producer honours copy= (flagging IS_COPIED); a consumer that does not pass it on
     # must copy itself.
     if (p.kwargs or {}).get("copy") is not True and pointer == p.data_address:
-        _fail("copy=True neither passed on nor honoured: the import shares the producer's "
-              "memory")
+        _fail("copy=True neither passed on nor honoured: the import shares the producer's memory")
     return "passed on to the producer" if (p.kwargs or {}).get("copy") is True else "copied"
 
 
@@ -315,24 +344,52 @@ def _malformed_rule(what, **fields):
         if refusal is None:
             _fail(f"{what}: imported without complaint (deleter ran {calls}×)")
         return refusal
+
     return rule
 
 
-register('consumer.malformed-name', _malformed_rule("wrong name", name="not_a_dltensor"),
-         "a capsule of another name is refused, its deleter run once")
-register('consumer.malformed-major-2', _malformed_rule("major version 2", major=2, force_versioned=True),
-         "major version 2 is refused, its deleter run once")
-register('consumer.malformed-dtype', _malformed_rule("dtype code 99", code=99),
-         "an unknown dtype code is refused")
-register('consumer.malformed-device', _malformed_rule("device type 99", device_type=99),
-         "an unknown device type is refused")
-register('consumer.malformed-null-shape', _malformed_rule("NULL shape", shape=(2, 2), null_shape=True),
-         "a NULL shape with ndim > 0 is refused")
-register('consumer.malformed-overflow', _malformed_rule("overflowing extents", shape=(2**62, 2**62)),
-         "extents whose product overflows are refused")
-register('consumer.malformed-negative-dim', _malformed_rule("a negative dimension", shape=(-3,)),
-         "a negative dimension is refused")
-register('consumer.malformed-null-data', _malformed_rule("NULL data, 4 elements", null_data=True),
-         "NULL data with elements is refused")
-register('consumer.malformed-ndim', _malformed_rule("ndim -1", ndim_override=-1),
-         "a negative ndim is refused")
+register(
+    "consumer.malformed-name",
+    _malformed_rule("wrong name", name="not_a_dltensor"),
+    "a capsule of another name is refused, its deleter run once",
+)
+register(
+    "consumer.malformed-major-2",
+    _malformed_rule("major version 2", major=2, force_versioned=True),
+    "major version 2 is refused, its deleter run once",
+)
+register(
+    "consumer.malformed-dtype",
+    _malformed_rule("dtype code 99", code=99),
+    "an unknown dtype code is refused",
+)
+register(
+    "consumer.malformed-device",
+    _malformed_rule("device type 99", device_type=99),
+    "an unknown device type is refused",
+)
+register(
+    "consumer.malformed-null-shape",
+    _malformed_rule("NULL shape", shape=(2, 2), null_shape=True),
+    "a NULL shape with ndim > 0 is refused",
+)
+register(
+    "consumer.malformed-overflow",
+    _malformed_rule("overflowing extents", shape=(2**62, 2**62)),
+    "extents whose product overflows are refused",
+)
+register(
+    "consumer.malformed-negative-dim",
+    _malformed_rule("a negative dimension", shape=(-3,)),
+    "a negative dimension is refused",
+)
+register(
+    "consumer.malformed-null-data",
+    _malformed_rule("NULL data, 4 elements", null_data=True),
+    "NULL data with elements is refused",
+)
+register(
+    "consumer.malformed-ndim",
+    _malformed_rule("ndim -1", ndim_override=-1),
+    "a negative ndim is refused",
+)

@@ -1,12 +1,15 @@
 """The frameworks the checker knows by name (NumPy, PyTorch, JAX, tvm-ffi, array-api-strict,
 dlinterop, CuPy), each described as a Framework; peers are imported by name only when
 checked, so an installation without them is not looked for."""
+
 from __future__ import annotations
 
 import dataclasses
 import importlib
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
+
 
 @dataclasses.dataclass
 class Framework:
@@ -22,6 +25,7 @@ class Framework:
     whose data type DLPack cannot carry (a string array, a quantized tensor), or None when
     it has none. Missing optional parts make their rules n/a.
     """
+
     name: str
     make: Callable[[Any, str], Any]
     from_dlpack: Callable[..., Any]
@@ -29,17 +33,42 @@ class Framework:
     view: Callable[[str, Any], Any] | None = None
     readonly: Callable[[Any], Any] | None = None
     writable: Callable[[Any], bool | None] | None = None
-    immutable: bool = False       # its arrays can never be written (JAX, array-api-strict)
+    immutable: bool = False  # its arrays can never be written (JAX, array-api-strict)
     unexportable: Callable[[], Any] | None = None
 
 
-_STANDARD = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-             "uint64", "float16", "float32", "float64", "complex64", "complex128")
+_STANDARD = (
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+)
 
 
-_ML_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
-              "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e8m0fnu",
-              "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn")
+_ML_DTYPES = (
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float8_e3m4",
+    "float8_e4m3",
+    "float8_e4m3b11fnuz",
+    "float8_e8m0fnu",
+    "float6_e2m3fn",
+    "float6_e3m2fn",
+    "float4_e2m1fn",
+)
 # The packed sub-byte integers (DLPack packs them as it packs float6/float4; ml_dtypes and
 # JAX have them).
 _SUB_BYTE_INTS = ("int1", "int2", "int4", "uint1", "uint2", "uint4")
@@ -74,24 +103,36 @@ def _numpy_framework():
         a.flags.writeable = False
         return a
 
-    return Framework("numpy", lambda v, d: np.asarray(v).astype(_numpy_dtype(d)), np.from_dlpack,
-                     frozenset(_STANDARD), view, readonly, lambda a: bool(a.flags.writeable),
-                     unexportable=lambda: np.array(["text"]))
+    return Framework(
+        "numpy",
+        lambda v, d: np.asarray(v).astype(_numpy_dtype(d)),
+        np.from_dlpack,
+        frozenset(_STANDARD),
+        view,
+        readonly,
+        lambda a: bool(a.flags.writeable),
+        unexportable=lambda: np.array(["text"]),
+    )
 
 
 def _torch_framework():
     torch = importlib.import_module("torch")
     np = _np()
-    names = [n for n in _STANDARD + _ML_DTYPES if n != "float8_e4m3" and
-             isinstance(getattr(torch, n if n != "bool" else "bool", None), torch.dtype)]
+    names = [
+        n
+        for n in _STANDARD + _ML_DTYPES
+        if n != "float8_e4m3"
+        and isinstance(getattr(torch, n if n != "bool" else "bool", None), torch.dtype)
+    ]
 
     def make(values, dtype):
         target = getattr(torch, dtype)
         base = np.asarray(values)
         if base.dtype.kind in "biu" and dtype in _STANDARD:
             return torch.from_numpy(base.astype(_numpy_dtype(dtype)).copy())
-        return torch.from_numpy(base.astype(np.complex128 if base.dtype.kind == "c"
-                                            else np.float64).copy()).to(target)
+        return torch.from_numpy(
+            base.astype(np.complex128 if base.dtype.kind == "c" else np.float64).copy()
+        ).to(target)
 
     def view(kind, values):
         base = torch.from_numpy(np.array(values))
@@ -99,12 +140,18 @@ def _torch_framework():
             return base[::2]
         if kind == "broadcast":
             return base[:1].expand(4)
-        return None     # torch has no negative strides
+        return None  # torch has no negative strides
 
-    return Framework("torch", make, torch.from_dlpack, frozenset(names), view, None,
-                     lambda x: True,
-                     unexportable=lambda: torch.quantize_per_tensor(torch.ones(2), 0.1, 0,
-                                                                    torch.quint8))
+    return Framework(
+        "torch",
+        make,
+        torch.from_dlpack,
+        frozenset(names),
+        view,
+        None,
+        lambda x: True,
+        unexportable=lambda: torch.quantize_per_tensor(torch.ones(2), 0.1, 0, torch.quint8),
+    )
 
 
 def _jax_framework():
@@ -113,8 +160,11 @@ def _jax_framework():
     jnp = importlib.import_module("jax.numpy")
     np = _np()
     jax.config.update("jax_enable_x64", True)
-    names = [n for n in _STANDARD + _ML_DTYPES + _SUB_BYTE_INTS
-             if hasattr(jnp, n if n != "bool" else "bool_")]
+    names = [
+        n
+        for n in _STANDARD + _ML_DTYPES + _SUB_BYTE_INTS
+        if hasattr(jnp, n if n != "bool" else "bool_")
+    ]
 
     def make(values, dtype):
         return jnp.asarray(np.asarray(values).astype(_numpy_dtype(dtype)))
@@ -123,8 +173,17 @@ def _jax_framework():
         # XLA's S4 has "no DLPack equivalent" in JAX (DLPack's packed int4 is one).
         return jnp.zeros(4, jnp.int4)
 
-    return Framework("jax", make, jnp.from_dlpack, frozenset(names), None, None,
-                     lambda x: False, immutable=True, unexportable=unexportable)
+    return Framework(
+        "jax",
+        make,
+        jnp.from_dlpack,
+        frozenset(names),
+        None,
+        None,
+        lambda x: False,
+        immutable=True,
+        unexportable=unexportable,
+    )
 
 
 def _tvm_ffi_framework():
@@ -153,12 +212,14 @@ def _array_api_strict_framework():
         inner = getattr(x, "_array", None)
         return None if inner is None else bool(inner.flags.writeable)
 
-    return Framework("array_api_strict", make, xp.from_dlpack, frozenset(names),
-                     None, None, writable)
+    return Framework(
+        "array_api_strict", make, xp.from_dlpack, frozenset(names), None, None, writable
+    )
 
 
 def _dlinterop_framework():
     import dlinterop as dl
+
     numpy = _numpy_framework()
     np = _np()
 
@@ -175,23 +236,36 @@ def _dlinterop_framework():
     def readonly(values):
         return dl.from_dlpack(numpy.readonly(values))
 
-    return Framework("dlinterop", make, dl.from_dlpack,
-                     frozenset(_STANDARD + _ML_DTYPES + _SUB_BYTE_INTS
-                               + ("complex32", "bcomplex32")), view, readonly,
-                     lambda t: not t.readonly)
+    return Framework(
+        "dlinterop",
+        make,
+        dl.from_dlpack,
+        frozenset(_STANDARD + _ML_DTYPES + _SUB_BYTE_INTS + ("complex32", "bcomplex32")),
+        view,
+        readonly,
+        lambda t: not t.readonly,
+    )
 
 
 def _cupy_framework():
     cupy = importlib.import_module("cupy")
     np = _np()
-    return Framework("cupy", lambda v, d: cupy.asarray(np.asarray(v).astype(_numpy_dtype(d))),
-                     cupy.from_dlpack, frozenset(n for n in _STANDARD if n != "bool") | {"bool"})
+    return Framework(
+        "cupy",
+        lambda v, d: cupy.asarray(np.asarray(v).astype(_numpy_dtype(d))),
+        cupy.from_dlpack,
+        frozenset(n for n in _STANDARD if n != "bool") | {"bool"},
+    )
 
 
 FRAMEWORKS = {
-    "numpy": _numpy_framework, "torch": _torch_framework, "jax": _jax_framework,
-    "tvm_ffi": _tvm_ffi_framework, "array_api_strict": _array_api_strict_framework,
-    "dlinterop": _dlinterop_framework, "cupy": _cupy_framework,
+    "numpy": _numpy_framework,
+    "torch": _torch_framework,
+    "jax": _jax_framework,
+    "tvm_ffi": _tvm_ffi_framework,
+    "array_api_strict": _array_api_strict_framework,
+    "dlinterop": _dlinterop_framework,
+    "cupy": _cupy_framework,
 }
 
 
@@ -200,16 +274,20 @@ def framework(spec):
     if isinstance(spec, Framework):
         return spec
     if not isinstance(spec, str):
-        raise TypeError(f"a framework is a name, 'module:callable' or a Framework, got "
-                        f"{type(spec).__name__}")
+        raise TypeError(
+            f"a framework is a name, 'module:callable' or a Framework, got {type(spec).__name__}"
+        )
     if ":" in spec:
         module, _, attribute = spec.partition(":")
         made = getattr(importlib.import_module(module), attribute)()
         if not isinstance(made, Framework):
-            raise TypeError(f"{spec} returned {type(made).__name__}, not a "
-                            "dlinterop.testing.Framework")
+            raise TypeError(
+                f"{spec} returned {type(made).__name__}, not a dlinterop.testing.Framework"
+            )
         return made
     if spec not in FRAMEWORKS:
-        raise ValueError(f"unknown framework {spec!r}; builtin ones: {', '.join(FRAMEWORKS)}"
-                         " (or give module:callable)")
+        raise ValueError(
+            f"unknown framework {spec!r}; builtin ones: {', '.join(FRAMEWORKS)}"
+            " (or give module:callable)"
+        )
     return FRAMEWORKS[spec]()

@@ -1,10 +1,11 @@
 """What a conformance rule is and what checking one gives: Rule and its registry (RULES,
 filled by rule() and register() beside each rule's function), Result, Report, and the two
 outcomes a rule raises besides passing (NotApplicable, RuleFailure)."""
+
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 READ_ONLY = 1 << 0
 IS_COPIED = 1 << 1
@@ -30,13 +31,14 @@ class Result:
     rule: str
     framework: str
     role: str
-    result: str          # "pass", "fail" or "n/a"
+    result: str  # "pass", "fail" or "n/a"
     reason: str = ""
 
 
 @dataclasses.dataclass
 class Report:
     """The results of checking one framework (in one or both roles)."""
+
     framework: str
     results: list
 
@@ -64,7 +66,7 @@ class Rule:
     description: str
 
 
-RULES: list[Rule] = []    # in the order rules are registered, which is the order they print
+RULES: list[Rule] = []  # in the order rules are registered, which is the order they print
 
 
 def register(rule_id: str, function: Callable, description: str) -> Callable:

@@ -1,24 +1,40 @@
 """The producer rules: a framework's arrays' __dlpack__ and __dlpack_device__, and its C
 exchange table, against DLPack 1.3 (https://dmlc.github.io/dlpack/latest/python_spec.html)."""
+
 import gc
 import weakref
 
 from dlinterop.testing._frameworks import _ML_DTYPES, _SUB_BYTE_INTS, _np, _numpy_dtype
 from dlinterop.testing._helpers import (
-    _capsule_bytes, _capsule_codes, _code, _expected_bytes, _expected_codes, _export, _native,
-    _values, _versioned,
+    _capsule_bytes,
+    _capsule_codes,
+    _code,
+    _expected_bytes,
+    _expected_codes,
+    _export,
+    _native,
+    _values,
+    _versioned,
 )
 from dlinterop.testing._model import (
-    IS_COPIED, IS_SUBBYTE_TYPE_PADDED, KNOWN_FLAGS, READ_ONLY, NotApplicable, _fail, register,
+    IS_COPIED,
+    IS_SUBBYTE_TYPE_PADDED,
+    KNOWN_FLAGS,
+    READ_ONLY,
+    NotApplicable,
+    _fail,
+    register,
     rule,
 )
 
-@rule('producer.device', "__dlpack_device__() is a (type, index) pair matching the capsule")
+
+@rule("producer.device", "__dlpack_device__() is a (type, index) pair matching the capsule")
 def p_device(fw):
     x = fw.make(_values(), "float32")
     device = x.__dlpack_device__()
-    if not (isinstance(device, tuple) and len(device) == 2
-            and all(isinstance(v, int) for v in device)):
+    if not (
+        isinstance(device, tuple) and len(device) == 2 and all(isinstance(v, int) for v in device)
+    ):
         _fail(f"__dlpack_device__() returned {device!r}, not a (device_type, index) tuple")
     _, info = _export(x, max_version=(1, 3))
     if "device" in info and tuple(int(v) for v in device) != info["device"]:
@@ -36,8 +52,10 @@ def _name_rule(max_version, expect_versioned):
             # different version": see producer.versioned-recommended.
             return "a legacy capsule (allowed; versioned is recommended)"
         if info["name"] != want:
-            _fail(f"max_version={kwargs.get('max_version')}: capsule named {info['name']!r}, "
-                  f"expected {want!r}")
+            _fail(
+                f"max_version={kwargs.get('max_version')}: capsule named {info['name']!r}, "
+                f"expected {want!r}"
+            )
         if expect_versioned:
             major, minor = info["version"]
             if major != 1:
@@ -46,33 +64,57 @@ def _name_rule(max_version, expect_versioned):
                 # Allowed: the standard recommends max_version itself, permits another, and
                 # leaves the check to the consumer (1.x minors are ABI compatible).
                 return f"gives (1, {minor}), newer than asked (allowed)"
+
     return rule
 
 
-register('producer.default-legacy', _name_rule("none", False),
-         "__dlpack__() without max_version gives a legacy 'dltensor' capsule")
-register('producer.max-version-0.8', _name_rule((0, 8), False),
-         "max_version=(0, 8) gives a legacy capsule")
-register('producer.max-version-1.0', _name_rule((1, 0), True),
-         "max_version=(1, 0) gives a versioned 1.x capsule")
-register('producer.max-version-1.3', _name_rule((1, 3), True),
-         "max_version=(1, 3) gives a versioned 1.x capsule")
-register('producer.max-version-1.99', _name_rule((1, 99), True),
-         "max_version=(1, 99) gives a versioned 1.x capsule")
-register('producer.max-version-2.0', _name_rule((2, 0), True),
-         "max_version=(2, 0) gives the newest 1.x capsule it has")
+register(
+    "producer.default-legacy",
+    _name_rule("none", False),
+    "__dlpack__() without max_version gives a legacy 'dltensor' capsule",
+)
+register(
+    "producer.max-version-0.8",
+    _name_rule((0, 8), False),
+    "max_version=(0, 8) gives a legacy capsule",
+)
+register(
+    "producer.max-version-1.0",
+    _name_rule((1, 0), True),
+    "max_version=(1, 0) gives a versioned 1.x capsule",
+)
+register(
+    "producer.max-version-1.3",
+    _name_rule((1, 3), True),
+    "max_version=(1, 3) gives a versioned 1.x capsule",
+)
+register(
+    "producer.max-version-1.99",
+    _name_rule((1, 99), True),
+    "max_version=(1, 99) gives a versioned 1.x capsule",
+)
+register(
+    "producer.max-version-2.0",
+    _name_rule((2, 0), True),
+    "max_version=(2, 0) gives the newest 1.x capsule it has",
+)
 
 
-@rule('producer.versioned-recommended', "max_version=(1, 3) gets a versioned capsule, as the standard recommends")
+@rule(
+    "producer.versioned-recommended",
+    "max_version=(1, 3) gets a versioned capsule, as the standard recommends",
+)
 def p_versioned_recommended(fw):
     x = fw.make(_values(), "float32")
     _, info = _export(x, max_version=(1, 3))
     if info["name"] != "dltensor_versioned":
-        _fail(f"max_version=(1, 3) answered with {info['name']!r}: a consumer asking for 1.x "
-              "cannot learn READ_ONLY or IS_COPIED")
+        _fail(
+            f"max_version=(1, 3) answered with {info['name']!r}: a consumer asking for 1.x "
+            "cannot learn READ_ONLY or IS_COPIED"
+        )
 
 
-@rule('producer.keyword-only', "__dlpack__ takes keywords only")
+@rule("producer.keyword-only", "__dlpack__ takes keywords only")
 def p_keyword_only(fw):
     x = fw.make(_values(), "float32")
     try:
@@ -82,7 +124,7 @@ def p_keyword_only(fw):
     _fail("__dlpack__(None) accepted a positional argument (keyword-only by the standard)")
 
 
-@rule('producer.unknown-keyword', "an unknown keyword raises TypeError")
+@rule("producer.unknown-keyword", "an unknown keyword raises TypeError")
 def p_unknown_keyword(fw):
     x = fw.make(_values(), "float32")
     try:
@@ -92,13 +134,13 @@ def p_unknown_keyword(fw):
     _fail("an unknown keyword was accepted (TypeError expected)")
 
 
-@rule('producer.stream-none', "stream=None is accepted for CPU memory")
+@rule("producer.stream-none", "stream=None is accepted for CPU memory")
 def p_stream_none(fw):
     x = fw.make(_values(), "float32")
     x.__dlpack__(stream=None, max_version=(1, 3))
 
 
-@rule('producer.stream-int-cpu', "an int stream for CPU memory is refused")
+@rule("producer.stream-int-cpu", "an int stream for CPU memory is refused")
 def p_stream_int_cpu(fw):
     # "On CPU and other device types without streams, only None is accepted."
     x = fw.make(_values(), "float32")
@@ -111,7 +153,7 @@ def p_stream_int_cpu(fw):
     _fail("stream=1 accepted for CPU memory (only None is, by the standard)")
 
 
-@rule('producer.copy-true', "copy=True gives fresh memory flagged IS_COPIED")
+@rule("producer.copy-true", "copy=True gives fresh memory flagged IS_COPIED")
 def p_copy_true(fw):
     values = _values()
     x = fw.make(values, "float32")
@@ -130,7 +172,7 @@ def p_copy_true(fw):
         _fail("copy=True export holds other values")
 
 
-@rule('producer.copy-false', "copy=False shares")
+@rule("producer.copy-false", "copy=False shares")
 def p_copy_false(fw):
     x = fw.make(_values(), "float32")
     _, a = _versioned(x, copy=False)
@@ -139,7 +181,7 @@ def p_copy_false(fw):
         _fail("copy=False did not share the source's memory")
 
 
-@rule('producer.dl-device-same', "dl_device= its own device shares")
+@rule("producer.dl-device-same", "dl_device= its own device shares")
 def p_dl_device_same(fw):
     x = fw.make(_values(), "float32")
     _, a = _versioned(x, dl_device=tuple(x.__dlpack_device__()))
@@ -148,7 +190,7 @@ def p_dl_device_same(fw):
         _fail("dl_device= its own device copied instead of sharing")
 
 
-@rule('producer.read-only', "read-only memory is flagged READ_ONLY")
+@rule("producer.read-only", "read-only memory is flagged READ_ONLY")
 def p_read_only(fw):
     if fw.immutable:
         x = fw.make(_values(), "float32")
@@ -164,7 +206,7 @@ def p_read_only(fw):
         _fail("a read-only array exported without the READ_ONLY flag")
 
 
-@rule('producer.strides-filled', "strides are non-NULL for ndim > 0")
+@rule("producer.strides-filled", "strides are non-NULL for ndim > 0")
 def p_strides_filled(fw):
     x = fw.make(_values().reshape(2, 3), "float32")
     _, info = _versioned(x)
@@ -172,7 +214,7 @@ def p_strides_filled(fw):
         _fail("NULL strides for ndim > 0 in a versioned capsule (DLPack 1.2+ requires them)")
 
 
-@rule('producer.zero-d', "a 0-d array exports with its value")
+@rule("producer.zero-d", "a 0-d array exports with its value")
 def p_zero_d(fw):
     np = _np()
     x = fw.make(np.array(3.0), "float64")
@@ -183,7 +225,7 @@ def p_zero_d(fw):
         _fail("0-d array exported with another value")
 
 
-@rule('producer.zero-size', "a size-0 array exports with its shape")
+@rule("producer.zero-size", "a size-0 array exports with its shape")
 def p_zero_size(fw):
     x = fw.make(_np().zeros((0, 3)), "float32")
     _, info = _versioned(x)
@@ -191,7 +233,7 @@ def p_zero_size(fw):
         _fail(f"size-0 (0, 3) array exported with shape {info['shape']}")
 
 
-@rule('producer.values', "dtype, shape and bytes are the array's")
+@rule("producer.values", "dtype, shape and bytes are the array's")
 def p_values(fw):
     values = _values().reshape(2, 3)
     x = fw.make(values, "float32")
@@ -221,7 +263,7 @@ def _dtype_rule(names):
             try:
                 x = fw.make(values, name)
             except Exception:
-                continue    # the framework cannot make these values here: nothing to check
+                continue  # the framework cannot make these values here: nothing to check
             capsule, info = _versioned(x)
             if info["dtype"] != _code(name):
                 _fail(f"{name} exported as DLPack dtype {info['dtype']}, expected {_code(name)}")
@@ -236,37 +278,55 @@ def _dtype_rule(names):
         if not checked:
             raise NotApplicable(f"neither {fw.name} nor ml_dtypes can make these values here")
         return "checked " + ", ".join(checked)
+
     return rule
 
 
-register('producer.dtype-bool', _dtype_rule(["bool"]),
-         "bool is (6, 8, 1)")
-register('producer.dtype-integers', _dtype_rule(["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]),
-         "every integer type it has")
-register('producer.dtype-floats', _dtype_rule(["float16", "float32", "float64"]),
-         "float16/32/64")
-register('producer.dtype-complex', _dtype_rule(["complex64", "complex128"]),
-         "complex64/128 as kDLComplex")
-register('producer.dtype-bfloat16', _dtype_rule(["bfloat16"]),
-         "bfloat16 as kDLBfloat")
-register('producer.dtype-float8', _dtype_rule([n for n in _ML_DTYPES if n.startswith("float8")]),
-         "every float8 type it has")
-register('producer.dtype-float6-float4', _dtype_rule(["float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn"]),
-         "float6 and float4 types it has, read back exactly, packed or padded as flagged")
-register('producer.dtype-subbyte-integers', _dtype_rule(list(_SUB_BYTE_INTS)),
-         "int1/2/4 and uint1/2/4 it has, read back exactly, packed or padded as flagged")
+register("producer.dtype-bool", _dtype_rule(["bool"]), "bool is (6, 8, 1)")
+register(
+    "producer.dtype-integers",
+    _dtype_rule(["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]),
+    "every integer type it has",
+)
+register("producer.dtype-floats", _dtype_rule(["float16", "float32", "float64"]), "float16/32/64")
+register(
+    "producer.dtype-complex",
+    _dtype_rule(["complex64", "complex128"]),
+    "complex64/128 as kDLComplex",
+)
+register("producer.dtype-bfloat16", _dtype_rule(["bfloat16"]), "bfloat16 as kDLBfloat")
+register(
+    "producer.dtype-float8",
+    _dtype_rule([n for n in _ML_DTYPES if n.startswith("float8")]),
+    "every float8 type it has",
+)
+register(
+    "producer.dtype-float6-float4",
+    _dtype_rule(["float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn"]),
+    "float6 and float4 types it has, read back exactly, packed or padded as flagged",
+)
+register(
+    "producer.dtype-subbyte-integers",
+    _dtype_rule(list(_SUB_BYTE_INTS)),
+    "int1/2/4 and uint1/2/4 it has, read back exactly, packed or padded as flagged",
+)
 
 
-@rule('producer.flags-known', "a versioned capsule sets no flag bit DLPack does not define")
+@rule("producer.flags-known", "a versioned capsule sets no flag bit DLPack does not define")
 def p_flags_known(fw):
     _, info = _versioned(fw.make(_values(), "float32"))
     unknown = info["flags"] & ~KNOWN_FLAGS
     if unknown:
-        _fail(f"flags {info['flags']:#x} set bits DLPack does not define ({unknown:#x}); a "
-              "consumer cannot know what they change")
+        _fail(
+            f"flags {info['flags']:#x} set bits DLPack does not define ({unknown:#x}); a "
+            "consumer cannot know what they change"
+        )
 
 
-@rule('producer.unexportable-buffer-error', "a type it cannot export raises BufferError, not TypeError")
+@rule(
+    "producer.unexportable-buffer-error",
+    "a type it cannot export raises BufferError, not TypeError",
+)
 def p_unexportable_buffer_error(fw):
     if fw.unexportable is None:
         raise NotApplicable(f"{fw.name} holds only types DLPack carries")
@@ -276,11 +336,15 @@ def p_unexportable_buffer_error(fw):
     except BufferError as e:
         return f"BufferError ({str(e).splitlines()[0][:60] if str(e) else ''})"
     except TypeError as e:
-        _fail(f"TypeError for a type it cannot export: a consumer takes TypeError for 'no "
-              f"max_version keyword' and retries the deprecated unversioned call ({e})")
+        _fail(
+            f"TypeError for a type it cannot export: a consumer takes TypeError for 'no "
+            f"max_version keyword' and retries the deprecated unversioned call ({e})"
+        )
     except Exception as e:
-        _fail(f"{type(e).__name__} where the standard says BufferError: "
-              f"{str(e).splitlines()[0][:80] if str(e) else ''}")
+        _fail(
+            f"{type(e).__name__} where the standard says BufferError: "
+            f"{str(e).splitlines()[0][:80] if str(e) else ''}"
+        )
     else:
         _fail(f"exported {type(x).__name__}, which was meant to be a type it cannot export")
 
@@ -301,18 +365,30 @@ def _layout_rule(kind, expected):
             return f"refused with BufferError ({e})"
         if info["strides"] != expected:
             _fail(f"{kind} view exported with strides {info['strides']}, expected {expected}")
+
     return rule
 
 
-register('producer.negative-strides', _layout_rule("reversed", (-1,)),
-         "a reversed view exports stride -1 (or is refused with BufferError)")
-register('producer.zero-strides', _layout_rule("broadcast", (0,)),
-         "a broadcast view exports stride 0 (or is refused with BufferError)")
-register('producer.non-compact-strides', _layout_rule("strided", (2,)),
-         "a strided view exports stride 2 (or is refused with BufferError)")
+register(
+    "producer.negative-strides",
+    _layout_rule("reversed", (-1,)),
+    "a reversed view exports stride -1 (or is refused with BufferError)",
+)
+register(
+    "producer.zero-strides",
+    _layout_rule("broadcast", (0,)),
+    "a broadcast view exports stride 0 (or is refused with BufferError)",
+)
+register(
+    "producer.non-compact-strides",
+    _layout_rule("strided", (2,)),
+    "a strided view exports stride 2 (or is refused with BufferError)",
+)
 
 
-@rule('producer.capsule-keeps-source', "the capsule keeps the memory alive after the array is dropped")
+@rule(
+    "producer.capsule-keeps-source", "the capsule keeps the memory alive after the array is dropped"
+)
 def p_keeps_source(fw):
     values = _values()
     x = fw.make(values, "float32")
@@ -330,7 +406,7 @@ def _weak(fw, x):
         raise NotApplicable(f"{type(x).__name__} objects take no weak references") from None
 
 
-@rule('producer.deleter-unconsumed', "an unconsumed capsule's death releases the array")
+@rule("producer.deleter-unconsumed", "an unconsumed capsule's death releases the array")
 def p_deleter_unconsumed(fw):
     x = fw.make(_values(), "float32")
     capsule, _ = _versioned(x)
@@ -345,7 +421,7 @@ def p_deleter_unconsumed(fw):
         _fail("an unconsumed capsule died without releasing the array (deleter not called)")
 
 
-@rule('producer.deleter-consumed', "a consumed capsule's deleter releases the array, once")
+@rule("producer.deleter-consumed", "a consumed capsule's deleter releases the array, once")
 def p_deleter_consumed(fw):
     x = fw.make(_values(), "float32")
     capsule, _ = _versioned(x)
@@ -353,13 +429,13 @@ def p_deleter_consumed(fw):
     del x
     if not _native().consume(capsule):
         _fail("capsule could not be consumed")
-    del capsule      # renamed used_*: its destructor must not call the deleter again
+    del capsule  # renamed used_*: its destructor must not call the deleter again
     gc.collect()
     if ref() is not None:
         _fail("the deleter did not release the array")
 
 
-@rule('producer.exchange-api', "the C exchange table, where published: name, version, functions")
+@rule("producer.exchange-api", "the C exchange table, where published: name, version, functions")
 def p_exchange_table(fw):
     x = fw.make(_values(), "float32")
     table = _native().exchange_table(type(x))
@@ -374,7 +450,7 @@ def p_exchange_table(fw):
         _fail("exchange table lacks " + ", ".join(missing))
 
 
-@rule('producer.exchange-api-round-trip', "each exchange function on an array shares its memory")
+@rule("producer.exchange-api-round-trip", "each exchange function on an array shares its memory")
 def p_exchange_round_trip(fw):
     x = fw.make(_values(), "float32")
     if _native().exchange_table(type(x)) is None:

