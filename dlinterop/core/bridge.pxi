@@ -1,8 +1,8 @@
 # Provides: dl.asarray, the bridge for objects without DLPack: __cuda_array_interface__,
 # __array_interface__ and the buffer protocol, zero-copy wherever the source allows; then
 # Python data; dl.tensor (always a copy).
-# Uses: runtime.pxi, dtypes.pxi, devices.pxi, cuda.pxi, dltensors.pxi, copies.pxi,
-# importer.pxi, creation.pxi (Python data).
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, dltensors.pxi, cuda.pxi, placement.pxi,
+# consume.pxi, importer.pxi, creation.pxi (_dtype_of), python_data.pxi.
 
 @cython.final
 cdef class _BufferHolder:

@@ -1,8 +1,8 @@
 # Provides: taking a capsule or a managed tensor into a Tensor (validated completely before
 # it is consumed, its flags included; padded sub-byte data repacked), views of Tensors, and
 # the short cut for dlinterop's own exports.
-# Uses: runtime.pxi, dtypes.pxi, allocator.pxi, dltensors.pxi, copies.pxi (CopyError),
-# export.pxi (dlinterop's own deleters).
+# Uses: runtime.pxi, dtypes.pxi, tensor_base.pxi, dltensors.pxi, allocator.pxi, export.pxi
+# (dlinterop's own deleters).
 
 # The flag bits DLPack defines; a producer's tensor with any other bit set is refused.
 cdef uint64_t _KNOWN_FLAGS = (DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED

@@ -4,8 +4,9 @@
 # them), a clear TypeError for the others, never an array of objects; contiguous(); the
 # values as Python objects (tolist, item, float(t) ..., read by dlinterop._values), their
 # element-wise comparison (==, !=, in) and their text in repr.
-# Uses: runtime.pxi, dtypes.pxi, devices.pxi, cuda.pxi (the host hint), copies.pxi,
-# creation.pxi (bool results), bridge.pxi (asarray), views.pxi, pickling.pxi (_RawBytes).
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi (the host hint),
+# copies.pxi, creation.pxi (bool results), bridge.pxi (asarray), pickling.pxi (_RawBytes),
+# views.pxi.
 
 _CARRIERS = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}
 

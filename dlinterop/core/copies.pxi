@@ -1,6 +1,6 @@
 # Provides: copies between devices and layouts (_copy_tensor, _copy_on_stream) and
 # zero_fill; placement.pxi decides when they are made.
-# Uses: runtime.pxi, dtypes.pxi, devices.pxi, cuda.pxi, allocator.pxi.
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, allocator.pxi.
 
 cdef Tensor _copy_tensor(Tensor src, DLDevice target):
     cdef Tensor out

@@ -2,7 +2,7 @@
 # hooks through which allocation, copies, fills, stream order and memory statistics reach
 # memory the CPU alone cannot manage. CUDA IPC (cuda_ipc.pxi) calls the module's IPC
 # functions itself, after _require_cuda.
-# Uses: once.pxi, dtypes.pxi, devices.pxi.
+# Uses: runtime.pxi, once.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi.
 
 class CUDAError(RuntimeError):
     """A CUDA runtime failure: `code` is the cudaError_t value, the message the runtime's."""

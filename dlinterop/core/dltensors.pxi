@@ -1,6 +1,8 @@
-# Provides: the checks every foreign DLTensor passes before dlinterop views it, and the
-# Tensors that view one (_wrap_dltensor, _tensor_over).
-# Uses: runtime.pxi, dtypes.pxi, devices.pxi, allocator.pxi (layout storage).
+# Provides: the layout checks (LayoutProblem: every foreign DLTensor before dlinterop views
+# it, and the checks the size rule shares), Tensors over validated foreign memory
+# (_tensor_over), and the one door from a process handle to a Tensor (_read_handle_layout,
+# _tensor_from_handle).
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi.
 
 # What is wrong with a layout (a foreign DLTensor, or a shape and type to allocate), found
 # without the GIL or any Python object: the checks run on every import and every

@@ -1,8 +1,8 @@
 # Provides: export: Tensor.__dlpack__, to_dlpack, to_capsule and to_managed; one malloc
 # holds the managed struct with its shape and strides, and nothing fails once the capsule is
 # made. The capsule names and deleters the importer recognises as dlinterop's own.
-# Uses: runtime.pxi, devices.pxi, cuda.pxi (stream order), allocator.pxi (the export
-# counter), copies.pxi (copy=, dl_device=).
+# Uses: runtime.pxi, devices.pxi, tensor_base.pxi, cuda.pxi (stream order), allocator.pxi
+# (the export counter), copies.pxi (copy=, dl_device=), placement.pxi.
 
 cdef const char* NAME_LEGACY = "dltensor"
 cdef const char* NAME_VERSIONED = "dltensor_versioned"

@@ -1,7 +1,7 @@
 # Provides: import: from_dlpack and tensor_from_object, through a producer's exchange
 # table, the native NumPy route or __dlpack__; the exchange API's consumer side (borrow_dltensor).
-# Uses: runtime.pxi, devices.pxi, cuda.pxi, copies.pxi, consume.pxi, torch_bits.pxi,
-# numpy_route.pxi, producers.pxi.
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, dltensors.pxi, cuda.pxi, placement.pxi,
+# consume.pxi, torch_bits.pxi, numpy_route.pxi, producers.pxi.
 
 cdef tuple _KW_MAX_VERSION = ("max_version",)
 cdef str _DLPACK_METHOD = "__dlpack__"

@@ -1,6 +1,7 @@
 # Provides: pickling by value: a Tensor's bytes as an out-of-band buffer (_RawBytes) and
 # _rebuild_tensor, which trusts nothing in the pickled state.
-# Uses: runtime.pxi, dtypes.pxi, allocator.pxi, dltensors.pxi, copies.pxi, bridge.pxi.
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, dltensors.pxi,
+# allocator.pxi, copies.pxi, bridge.pxi.
 
 # A Tensor pickled before protocol 5 travels as bytes in the pickle. From 1 MiB on, they
 # follow _BYTES_PAD bytes of padding that put them on a 256-byte boundary inside the bytes

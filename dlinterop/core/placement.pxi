@@ -3,7 +3,7 @@
 # and its refusals, the stream= rule with the one set of devices that have streams, the
 # alignment rule of device memory, and the tails that place a Tensor on its target device
 # (_placed for what was imported, _on_device for what was made on the host, _tensor_to).
-# Uses: dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, copies.pxi.
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, copies.pxi.
 
 class CopyError(BufferError, ValueError):
     """A copy would be needed, and copy=False forbids it."""

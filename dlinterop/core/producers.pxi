@@ -1,6 +1,6 @@
 # Provides: what the importer knows about each producer type (its exchange table, its
 # __dlpack__, the PyTorch and NumPy routes), cached per type without keeping the type alive.
-# Uses: runtime.pxi, torch_bits.pxi, numpy_route.pxi.
+# Uses: runtime.pxi, once.pxi, torch_bits.pxi, numpy_route.pxi.
 
 cdef const char* EXCHANGE_API_NAME = "dlpack_exchange_api"
 

@@ -1,8 +1,11 @@
 # Provides: the Tensor class: owned, aligned buffers or imported managed tensors, their
 # attributes, the buffer protocol, and deallocation that never recurses without bound.
-# Uses: the files above whose Python-facing operations its methods forward to. Last: the
-# files above make and read Tensors through its C fields (declared in _core.pxd) and
-# tensor_base.pxi, never through its methods.
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, copies.pxi,
+# placement.pxi, export.pxi, shared.pxi, cuda_ipc.pxi, pickling.pxi, views.pxi,
+# conversions.pxi.
+#
+# Last, because its methods forward to the files above; those make and read Tensors through
+# its C fields (declared in _core.pxd) and tensor_base.pxi, never through its methods.
 
 # Deallocation's releases, queued past a depth rather than recursing (src/release_queue.h).
 cdef extern from "release_queue.h":

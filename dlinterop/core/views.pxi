@@ -1,7 +1,7 @@
 # Provides: views of a Tensor, metadata only (basic indexing, transpose, reshape where the
 # strides allow, squeeze/unsqueeze, another dtype over the same bytes), each holding the root
 # memory owner, read-only when its source is.
-# Uses: runtime.pxi, dtypes.pxi, allocator.pxi, dltensors.pxi, copies.pxi, consume.pxi.
+# Uses: runtime.pxi, dtypes.pxi, tensor_base.pxi, copies.pxi.
 
 cdef Tensor _view_with(Tensor src, int ndim, int64_t* shape, int64_t* strides,
                        int64_t byte_offset, DLDataType dtype):
