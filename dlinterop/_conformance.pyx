@@ -94,7 +94,8 @@ cdef class Producer:
     """An object whose __dlpack__ returns a capsule built to order. Attributes (set before
     calling): versioned, major, minor, flags, shape, strides (None: NULL), code, bits,
     lanes, device_type, device_id, byte_offset, payload (the bytes placed at byte_offset),
-    shift (bytes past byte_offset where the data begins), null_data, null_shape, name (None: the standard one),
+    shift (bytes past byte_offset where the data begins), null_data, null_shape,
+    name (None: the standard one),
     old_signature (reject every keyword but stream with TypeError, as producers older than
     DLPack 1.0 do). After a call, `kwargs` holds the keywords the consumer passed and
     `capsule` the capsule it was handed (kept until replaced) and `data_address` where its
@@ -194,7 +195,8 @@ cdef class Producer:
             t = &block.versioned.dl_tensor
             block.versioned.version.major = self.major
             block.versioned.version.minor = self.minor
-            block.versioned.flags = <uint64_t>self.flags | (DLPACK_FLAG_BITMASK_IS_COPIED if copied else 0)
+            block.versioned.flags = (<uint64_t>self.flags
+                                     | (DLPACK_FLAG_BITMASK_IS_COPIED if copied else 0))
             block.versioned.deleter = _versioned_deleter
             block.versioned.manager_ctx = block
             name = b"dltensor_versioned"

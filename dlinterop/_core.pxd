@@ -5,10 +5,9 @@
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
 from dlinterop.dlpack cimport (
-    DLPACK_FLAG_BITMASK_READ_ONLY, DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackExchangeAPI,
-    DLTensor,
+    DLPACK_FLAG_BITMASK_READ_ONLY, DLDataType, DLDevice, DLManagedTensor,
+    DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor,
 )
-
 
 
 cdef class DType:

@@ -1,4 +1,5 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, freethreading_compatible=True, auto_pickle=False
+# cython: language_level=3, boundscheck=False, wraparound=False
+# cython: freethreading_compatible=True, auto_pickle=False
 """dlinterop._cuda: the CUDA allocator and streams. Built only when CMake finds a CUDA
 compiler, with the CUDA runtime linked statically: it imports where there is no toolkit,
 driver or GPU, and then reports device_count() == 0."""

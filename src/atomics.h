@@ -11,27 +11,27 @@
 
 #include <Python.h>
 
-#include "threadsafe.h"   /* DLI_FREE_THREADED */
+#include "threadsafe.h" /* DLI_FREE_THREADED */
 
-static inline void dli_atomic_add(Py_ssize_t *p, Py_ssize_t v) {
+static inline void dli_atomic_add(Py_ssize_t* p, Py_ssize_t v) {
 #if DLI_FREE_THREADED
-    __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+  __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 #else
-    *p += v;
+  *p += v;
 #endif
 }
-static inline Py_ssize_t dli_atomic_load(const Py_ssize_t *p) {
+static inline Py_ssize_t dli_atomic_load(const Py_ssize_t* p) {
 #if DLI_FREE_THREADED
-    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 #else
-    return *(const volatile Py_ssize_t *)p;
+  return *(const volatile Py_ssize_t*)p;
 #endif
 }
-static inline void dli_atomic_store(Py_ssize_t *p, Py_ssize_t v) {
+static inline void dli_atomic_store(Py_ssize_t* p, Py_ssize_t v) {
 #if DLI_FREE_THREADED
-    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
 #else
-    *(volatile Py_ssize_t *)p = v;
+  *(volatile Py_ssize_t*)p = v;
 #endif
 }
 

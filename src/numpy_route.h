@@ -1,4 +1,5 @@
-/* The native NumPy import route (numpy_route.c); the core declares it in dlinterop/core/numpy_route.pxi. */
+/* The native NumPy import route (numpy_route.c); the core declares it in
+ * dlinterop/core/numpy_route.pxi. */
 #ifndef DLI_NUMPY_ROUTE_H
 #define DLI_NUMPY_ROUTE_H
 

@@ -16,25 +16,23 @@
 #define DLI_SETUP_UNDECIDED (-2)
 #define DLI_SETUP_DECIDING (-3)
 /* 1 when this thread moved *state from UNDECIDED to DECIDING and must decide it. */
-static inline int dli_setup_claim(Py_ssize_t *state) {
-    Py_ssize_t expected = DLI_SETUP_UNDECIDED;
-    return __atomic_compare_exchange_n(state, &expected, DLI_SETUP_DECIDING, 0,
-                                       __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+static inline int dli_setup_claim(Py_ssize_t* state) {
+  Py_ssize_t expected = DLI_SETUP_UNDECIDED;
+  return __atomic_compare_exchange_n(state, &expected, DLI_SETUP_DECIDING, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE);
 }
-static Py_ssize_t *dli_setup_states[8];
+static Py_ssize_t* dli_setup_states[8];
 static int dli_setup_state_count = 0;
 static void dli_setup_reset_in_child(void) {
-    for (int i = 0; i < dli_setup_state_count; i++)
-        if (*dli_setup_states[i] == DLI_SETUP_DECIDING)
-            *dli_setup_states[i] = DLI_SETUP_UNDECIDED;
+  for (int i = 0; i < dli_setup_state_count; i++)
+    if (*dli_setup_states[i] == DLI_SETUP_DECIDING) *dli_setup_states[i] = DLI_SETUP_UNDECIDED;
 }
 /* Registered once, at module import (single-threaded). */
-static int dli_setup_register(Py_ssize_t *state) {
-    if (dli_setup_state_count == 8) return -1;
-    if (dli_setup_state_count == 0 && pthread_atfork(NULL, NULL, dli_setup_reset_in_child))
-        return -1;
-    dli_setup_states[dli_setup_state_count++] = state;
-    return 0;
+static int dli_setup_register(Py_ssize_t* state) {
+  if (dli_setup_state_count == 8) return -1;
+  if (dli_setup_state_count == 0 && pthread_atfork(NULL, NULL, dli_setup_reset_in_child)) return -1;
+  dli_setup_states[dli_setup_state_count++] = state;
+  return 0;
 }
 
 #endif /* DLINTEROP_ONCE_H_ */

@@ -11,10 +11,10 @@
 
 static int dli_streams_entered_count = 0;
 static inline void dli_streams_entered_add(int v) {
-    __atomic_fetch_add(&dli_streams_entered_count, v, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&dli_streams_entered_count, v, __ATOMIC_RELAXED);
 }
 static inline int dli_streams_entered_get(void) {
-    return __atomic_load_n(&dli_streams_entered_count, __ATOMIC_RELAXED);
+  return __atomic_load_n(&dli_streams_entered_count, __ATOMIC_RELAXED);
 }
 
 #endif /* DLINTEROP_STREAMS_ENTERED_H_ */

@@ -25,16 +25,19 @@
    two. PyDict_GetItemRef (3.13) takes the reference under the dict's lock.
    Py_None when absent; NULL with an exception set on failure. */
 static inline PyObject* dli_dict_get(PyObject* d, PyObject* key) {
-    PyObject* value;
+  PyObject* value;
 #if PY_VERSION_HEX >= 0x030D0000
-    if (PyDict_GetItemRef(d, key, &value) < 0) return NULL;
+  if (PyDict_GetItemRef(d, key, &value) < 0) return NULL;
 #else
-    value = PyDict_GetItemWithError(d, key);
-    if (value == NULL && PyErr_Occurred()) return NULL;
-    Py_XINCREF(value);
+  value = PyDict_GetItemWithError(d, key);
+  if (value == NULL && PyErr_Occurred()) return NULL;
+  Py_XINCREF(value);
 #endif
-    if (value == NULL) { value = Py_None; Py_INCREF(value); }
-    return value;
+  if (value == NULL) {
+    value = Py_None;
+    Py_INCREF(value);
+  }
+  return value;
 }
 
 /* A type's version tag while it is valid, else 0; it changes whenever one of the
@@ -42,15 +45,15 @@ static inline PyObject* dli_dict_get(PyObject* d, PyObject* key) {
    Py_TPFLAGS_VALID_VERSION_TAG: there a tag is valid when it is not 0 (PyType_Modified
    zeroes it), before 3.13 the flag says so. */
 static inline unsigned int dli_type_version(PyObject* type) {
-    PyTypeObject* tp = (PyTypeObject*)type;
+  PyTypeObject* tp = (PyTypeObject*)type;
 #if PY_VERSION_HEX >= 0x030D0000
 #ifdef Py_GIL_DISABLED
-    return __atomic_load_n(&tp->tp_version_tag, __ATOMIC_ACQUIRE);
+  return __atomic_load_n(&tp->tp_version_tag, __ATOMIC_ACQUIRE);
 #else
-    return tp->tp_version_tag;
+  return tp->tp_version_tag;
 #endif
 #else
-    return (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? tp->tp_version_tag : 0;
+  return (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? tp->tp_version_tag : 0;
 #endif
 }
 

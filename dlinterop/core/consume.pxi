@@ -70,9 +70,6 @@ cdef Tensor _repacked(Tensor padded):
     return out
 
 
-
-
-
 cdef Tensor tensor_from_managed(DLManagedTensorVersioned* m, bint readonly):
     """Takes ownership of `m`: on success the Tensor calls its deleter when it dies; on
     failure the deleter has already been called when the exception is raised."""
@@ -173,4 +170,3 @@ cdef void _adopt_own_export(Tensor t, void* managed, const void* deleter):
         _versioned_deleter(<DLManagedTensorVersioned*>managed)
     else:
         _legacy_deleter(<DLManagedTensor*>managed)
-

@@ -114,7 +114,8 @@ cdef Tensor _full_packed(object shape, int code, DType dt, object device, object
     cdef int64_t nbytes = storage_bytes(element_count(&t.dl), dt.dl)
     cdef int64_t whole = nbytes // len(period)
     dli_fill(<char*>t.dl.data, period, len(period), whole)
-    memcpy(<char*>t.dl.data + whole * len(period), <const char*>period, nbytes - whole * len(period))
+    memcpy(<char*>t.dl.data + whole * len(period), <const char*>period,
+           nbytes - whole * len(period))
     if on_host:
         return t
     t = _on_device(t, device)

@@ -80,4 +80,3 @@ cdef int _publish_exchange_api() except -1:
 
 
 _publish_exchange_api()
-

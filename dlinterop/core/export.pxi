@@ -17,8 +17,8 @@ cdef const char* NAME_USED_VERSIONED = "used_dltensor_versioned"
 # (free-threaded CPython) it is not used.
 cdef enum:
     FREE_BLOCKS = 32
-cdef size_t SMALL_BLOCK_BYTES = (sizeof(DLManagedTensorVersioned)
-                                  + 2 * INLINE_NDIM * sizeof(int64_t))
+cdef size_t SMALL_BLOCK_BYTES = (
+    sizeof(DLManagedTensorVersioned) + 2 * INLINE_NDIM * sizeof(int64_t))
 cdef void* _free_blocks[FREE_BLOCKS]
 cdef int _free_block_count = 0
 
@@ -250,7 +250,8 @@ cdef object _export(Tensor t, object stream, object max_version, object dl_devic
     _check_stream_arg(t, stream)
     if dl_device is not None:
         if type(dl_device) is not tuple or len(dl_device) != 2:
-            raise TypeError(f"dl_device must be a (device_type, device_id) tuple, got {dl_device!r}")
+            raise TypeError("dl_device must be a (device_type, device_id) tuple, got "
+                            f"{dl_device!r}")
         target.device_type = <DLDeviceType>_as_int(dl_device[0], "dl_device type")
         target.device_id = _as_int(dl_device[1], "dl_device index")
     cdef bint on_target = same_device(target, t.dl.device)

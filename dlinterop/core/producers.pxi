@@ -5,7 +5,6 @@
 cdef const char* EXCHANGE_API_NAME = "dlpack_exchange_api"
 
 
-
 @cython.final
 @cython.no_gc
 cdef class _Producer:

@@ -149,9 +149,12 @@ cdef int _count_into(object data, list flat, list shape, int depth) except -1:
 
 
 cdef str _ragged(int depth, object expected, object found):
-    what = lambda n: "a number" if n is None else f"a sequence of {n}"
-    return (f"the data is not rectangular: at depth {depth} it holds {what(found)} where "
-            f"another part holds {what(expected)}")
+    return (f"the data is not rectangular: at depth {depth} it holds {_held(found)} where "
+            f"another part holds {_held(expected)}")
+
+
+cdef str _held(object extent):
+    return "a number" if extent is None else f"a sequence of {extent}"
 
 
 cdef Tensor _tensor_from_data(object data, object dtype_like, object device):

@@ -11,8 +11,9 @@
 # Python object holds, and requires_grad through c10::TensorImpl::requires_grad, handed
 # the TensorImpl that at::Tensor points to. Where that at::Tensor sits is not assumed: it
 # is found by matching the public Tensor._cdata pointer, and the functions are checked
-# against the Python methods on probe tensors before being trusted. Anything unexpected (another platform, a
-# missing symbol, a changed layout) leaves the Python methods in charge.
+# against the Python methods on probe tensors before being trusted. Anything unexpected
+# (another platform, a missing symbol, a changed layout) leaves the Python methods in
+# charge.
 
 cdef extern from "torch_bits.h":
     ctypedef bint (*dli_torch_bit_fn)(const void* tensor) noexcept nogil

@@ -242,8 +242,8 @@ cdef Tensor _reshaped(Tensor src, object shape, bint copy_if_needed):
     if strides is None:
         if not copy_if_needed:
             raise ValueError(f"a view of shape {tuple(dims)} cannot be made of a tensor with "
-                             f"shape {_shape_of(src)} and strides {_strides_of(src)} without a copy; "
-                             "reshape() copies")
+                             f"shape {_shape_of(src)} and strides {_strides_of(src)} without a "
+                             "copy; reshape() copies")
         src = _copy_tensor(src, src.dl.device)
         strides = _strides_without_copy(src, dims)
     for i in range(len(dims)):

@@ -219,7 +219,7 @@ def scaled(x, float factor):
     cdef DLTensor src
     cdef bint readonly
     cdef ArgSpec spec = _float32_cpu(False)
-    keeper = borrow(x, &src, &readonly)     # hold it while src is used
+    _keeper = borrow(x, &src, &readonly)     # hold it while src is used
     check_arg(&src, readonly, "x", &spec)
     cdef Tensor out = empty_like_c(x, src.ndim, src.shape, src.dtype, src.device)
     cdef const float* a = <const float*>(<const char*>src.data + src.byte_offset)
@@ -237,7 +237,7 @@ def zeros_as(x, shape):
     cdef DLTensor src
     cdef bint readonly
     cdef int64_t dims[64]
-    keeper = borrow(x, &src, &readonly)
+    _keeper = borrow(x, &src, &readonly)
     shape = tuple(shape)
     if len(shape) > 64:
         raise ValueError("at most 64 dimensions")
@@ -256,7 +256,7 @@ def fill_(x, float value):
     cdef DLTensor dst
     cdef bint readonly
     cdef ArgSpec spec = _float32_cpu(True)
-    keeper = borrow(x, &dst, &readonly)
+    _keeper = borrow(x, &dst, &readonly)
     check_arg(&dst, readonly, "x", &spec)
     cdef float* b = <float*>(<char*>dst.data + dst.byte_offset)
     cdef int64_t n = _count(&dst)
@@ -274,7 +274,7 @@ def identity(x):
     cdef DLTensor src
     cdef bint readonly
     cdef ArgSpec spec = _float32_cpu(False)
-    keeper = borrow(x, &src, &readonly)
+    _keeper = borrow(x, &src, &readonly)
     check_arg(&src, readonly, "x", &spec)
     cdef Tensor out = empty_like_c(x, src.ndim, src.shape, src.dtype, src.device)
     return to_framework_c(out, x)
