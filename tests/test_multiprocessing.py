@@ -220,7 +220,7 @@ def test_import_dlinterop_alone_registers_the_handle():
             pool.submit(mp_workers.write, t, 0, 4.0).result(timeout=60)
         print(list(memoryview(t)))
     """)
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(__file__))
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), "support"))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
