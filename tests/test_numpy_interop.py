@@ -1,6 +1,6 @@
-"""Zero-copy interchange with NumPy, and DLPack's export rules on the CPU."""
+"""Zero-copy interchange with NumPy. (DLPack's export and import rules, on the CPU, are in
+tests/test_export_protocol.py and tests/test_import_protocol.py.)"""
 
-import ctypes
 import gc
 import math
 import sys
@@ -10,19 +10,14 @@ import pytest
 
 import dlinterop as dl
 from forge import capsule_strides, same_layout
-
-READ_ONLY = 1
-IS_COPIED = 2
-NUMPY_ROUTE_BUILT = dl.build_info()["numpy_route_built"]
-
-
-def _numpy_route_usable():
-    """Whether the native route passes its set-up probes against this NumPy."""
-    previous = dl._core._set_numpy_route(True)
-    dl.from_dlpack(np.zeros(1))
-    usable = dl._core._numpy_route()
-    dl._core._set_numpy_route(previous)
-    return usable
+from numpy_route import (  # noqa: F401 (numpy_route and tensor are fixtures)
+    NUMPY_ROUTE_BUILT,
+    NUMPY_ROUTE_USABLE,
+    _arange,
+    capsule_name,
+    numpy_route,
+    tensor,
+)
 
 
 def numpy_exports_raw_strides():
@@ -34,76 +29,14 @@ def numpy_exports_raw_strides():
                == tuple(s // p.itemsize for s in p.strides) for p in probes)
 
 
-NUMPY_ROUTE_USABLE = _numpy_route_usable()
-
-
 def test_native_route_is_used_exactly_where_numpy_exports_strides_as_they_are():
     # The route describes arrays as they are; where NumPy normalises strides the route's
     # probes disagree with NumPy and __dlpack__ stays in charge.
     assert NUMPY_ROUTE_USABLE == (NUMPY_ROUTE_BUILT and numpy_exports_raw_strides())
 
 
-@pytest.fixture(autouse=True, params=["native", "dlpack"])
-def numpy_route(request):
-    """Every test here runs twice: exact ndarrays imported through the native NumPy route
-    (NumPy's C API, no Python call) and through NumPy's own __dlpack__. The two must be
-    observably identical."""
-    native = request.param == "native"
-    if native and not NUMPY_ROUTE_BUILT:
-        pytest.skip("built without NumPy's headers: the native route is absent")
-    if native and not NUMPY_ROUTE_USABLE:
-        pytest.skip("this NumPy's __dlpack__ normalises strides: the native route is off")
-    previous = dl._core._set_numpy_route(native)
-    dl.from_dlpack(np.zeros(1))   # decides the route now
-    assert dl._core._numpy_route() is native
-    yield request.param
-    dl._core._set_numpy_route(previous)
-
 NUMPY_NAMES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                "uint64", "float16", "float32", "float64", "complex64", "complex128"]
-
-# Private function objects: setting restype/argtypes on ctypes.pythonapi.<name> would leak
-# into every other user of ctypes.pythonapi in the process.
-_PyCapsule_GetName = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(
-    ("PyCapsule_GetName", ctypes.pythonapi))
-_PyCapsule_GetPointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", ctypes.pythonapi))
-
-
-def capsule_name(capsule):
-    return _PyCapsule_GetName(capsule).decode()
-
-
-def _read_dltensor(address):
-    """The fields of the DLTensor at `address` (DLPack 1.3 ABI, 64-bit)."""
-    u64 = ctypes.c_uint64.from_address
-    i32 = ctypes.c_int32.from_address
-    data, ndim = u64(address).value, i32(address + 16).value
-    shape_ptr, strides_ptr = u64(address + 24).value, u64(address + 32).value
-    return {
-        "data_ptr": data + u64(address + 40).value,
-        "device": (i32(address + 8).value, i32(address + 12).value),
-        "ndim": ndim,
-        "dtype": (ctypes.c_uint8.from_address(address + 20).value,
-                  ctypes.c_uint8.from_address(address + 21).value,
-                  ctypes.c_uint16.from_address(address + 22).value),
-        "shape": None if not shape_ptr else tuple((ctypes.c_int64 * ndim).from_address(shape_ptr)),
-        "strides": None if not strides_ptr else tuple(
-            (ctypes.c_int64 * ndim).from_address(strides_ptr)),
-    }
-
-
-def inspect_capsule(capsule):
-    """(version or None, flags or None, DLTensor fields) of an unconsumed capsule."""
-    name = capsule_name(capsule)
-    address = _PyCapsule_GetPointer(capsule, name.encode())
-    if name == "dltensor_versioned":
-        version = (ctypes.c_uint32.from_address(address).value,
-                   ctypes.c_uint32.from_address(address + 4).value)
-        flags = ctypes.c_uint64.from_address(address + 24).value
-        return version, flags, _read_dltensor(address + 32)
-    assert name == "dltensor"
-    return None, None, _read_dltensor(address)
 
 
 def _sample(name, shape):
@@ -178,10 +111,6 @@ def test_dlinterop_tensor_outlives_numpy_array():
 
 
 # -- layouts ----------------------------------------------------------------------------
-
-def _arange(shape, dtype=np.float32):
-    return np.arange(math.prod(shape), dtype=dtype).reshape(shape)
-
 
 LAYOUTS = {
     "zero_d": lambda: np.array(2.5, np.float32),
@@ -283,226 +212,7 @@ def test_readonly_numpy_imports_readonly_and_exports_readonly(name):
     assert np.array_equal(b, a)
 
 
-def test_readonly_export_sets_read_only_flag():
-    a = np.arange(3.0)
-    a.flags.writeable = False
-    _, flags, _ = inspect_capsule(dl.from_dlpack(a).__dlpack__(max_version=(1, 0)))
-    assert flags & READ_ONLY
-    assert not flags & IS_COPIED
-
-
-def test_readonly_tensor_legacy_export_is_buffer_error():
-    a = np.arange(3.0)
-    a.flags.writeable = False
-    t = dl.from_dlpack(a)
-    with pytest.raises(BufferError):
-        t.__dlpack__()
-    with pytest.raises(BufferError):
-        t.__dlpack__(max_version=(0, 8))
-    with pytest.raises(BufferError):
-        dl.to_dlpack(t)
-
-
-def test_readonly_tensor_legacy_export_with_copy_true_works():
-    a = np.arange(3.0)
-    a.flags.writeable = False
-    t = dl.from_dlpack(a)
-    capsule = t.__dlpack__(copy=True)
-    assert capsule_name(capsule) == "dltensor"
-    _, _, info = inspect_capsule(capsule)
-    assert info["data_ptr"] != t.data_ptr
-    u = dl.from_dlpack(capsule)
-    assert np.array_equal(np.from_dlpack(u), a)
-
-
-def test_versioned_to_dlpack_of_readonly_tensor_works():
-    a = np.arange(3.0)
-    a.flags.writeable = False
-    _, flags, _ = inspect_capsule(dl.to_dlpack(dl.from_dlpack(a), versioned=True))
-    assert flags & READ_ONLY
-
-
-# -- __dlpack__ keyword rules (DLPack) ----------------------------------------------------
-
-@pytest.fixture
-def tensor():
-    return dl.from_dlpack(_arange((2, 3))).copy()
-
-
-def test_dlpack_device_is_cpu_zero(tensor):
-    assert tensor.__dlpack_device__() == (dl.DeviceType.CPU, 0)
-    assert type(tensor.__dlpack_device__()[0]) is dl.DeviceType
-
-
-@pytest.mark.parametrize("args", [(None,), (None, (1, 0)), ((1, 0),)])
-def test_dlpack_positional_arguments_are_type_error(tensor, args):
-    with pytest.raises(TypeError):
-        tensor.__dlpack__(*args)
-
-
-@pytest.mark.parametrize("kwargs", [{"foo": 1}, {"device": (1, 0)}, {"version": (1, 0)},
-                                    {"max_version": (1, 0), "streams": None}])
-def test_dlpack_unknown_keyword_is_type_error(tensor, kwargs):
-    with pytest.raises(TypeError):
-        tensor.__dlpack__(**kwargs)
-
-
-@pytest.mark.parametrize("max_version", [(1,), [1, 0], "1.0", (1, "0"), (1, 0, 0), 1,
-                                         (1.0, 0), ("1", "0")])
-def test_dlpack_malformed_max_version_is_type_error(tensor, max_version):
-    with pytest.raises(TypeError):
-        tensor.__dlpack__(max_version=max_version)
-
-
-@pytest.mark.parametrize("max_version, expected", [
-    (None, None), ((0, 0), None), ((0, 9), None),
-    ((1, 0), (1, 0)), ((1, 1), (1, 1)), ((1, 2), (1, 2)), ((1, 3), (1, 3)),
-    ((1, 99), (1, 3)), ((2, 0), (1, 3)),
-])
-def test_dlpack_max_version_negotiation(tensor, max_version, expected):
-    capsule = tensor.__dlpack__(max_version=max_version)
-    version, flags, info = inspect_capsule(capsule)
-    assert capsule_name(capsule) == ("dltensor" if expected is None else "dltensor_versioned")
-    assert version == expected
-    if expected is not None:
-        assert flags == 0
-    assert info["data_ptr"] == tensor.data_ptr
-    assert info["shape"] == (2, 3)
-    assert info["strides"] == (3, 1)
-    assert info["dtype"] == (2, 32, 1)
-    assert info["device"] == (1, 0)
-
-
-@pytest.mark.parametrize("max_version", [None, (1, 0), (1, 3)])
-def test_dlpack_zero_d_has_null_shape_and_strides(max_version):
-    t = dl.full((), 1.0)
-    _, _, info = inspect_capsule(t.__dlpack__(max_version=max_version))
-    assert info["ndim"] == 0
-    assert info["shape"] is None and info["strides"] is None
-
-
-@pytest.mark.parametrize("max_version", [None, (1, 0), (1, 3)])
-def test_dlpack_strides_are_always_filled(max_version):
-    a = _arange((3, 4)).T
-    _, _, info = inspect_capsule(dl.from_dlpack(a).__dlpack__(max_version=max_version,
-                                                              copy=False))
-    assert info["strides"] == (1, 4)
-
-
-@pytest.mark.parametrize("max_version", [None, (1, 3)])
-@pytest.mark.parametrize("stream", [None, -1])
-def test_dlpack_cpu_stream_none_or_minus_one_is_fine(tensor, stream, max_version):
-    capsule = tensor.__dlpack__(stream=stream, max_version=max_version)
-    assert inspect_capsule(capsule)[2]["data_ptr"] == tensor.data_ptr
-
-
-@pytest.mark.parametrize("max_version", [None, (1, 3)])
-@pytest.mark.parametrize("stream", [0, 1, 2, 3, -2, 2**40])
-def test_dlpack_cpu_stream_other_int_is_value_error(tensor, stream, max_version):
-    with pytest.raises(ValueError):
-        tensor.__dlpack__(stream=stream, max_version=max_version)
-
-
-@pytest.mark.parametrize("stream", ["0", 1.5, object(), (1,), True])
-def test_dlpack_stream_not_int_is_type_error(tensor, stream):
-    with pytest.raises(TypeError):
-        tensor.__dlpack__(stream=stream)
-
-
-@pytest.mark.parametrize("copy", ["yes", 1, 0])
-def test_dlpack_copy_not_bool_is_type_error(tensor, copy):
-    with pytest.raises(TypeError):
-        tensor.__dlpack__(copy=copy)
-
-
-@pytest.mark.parametrize("max_version", [None, (1, 0), (1, 3)])
-def test_dlpack_copy_true_makes_a_new_buffer(tensor, max_version):
-    capsule = tensor.__dlpack__(copy=True, max_version=max_version)
-    _, flags, info = inspect_capsule(capsule)
-    assert info["data_ptr"] != tensor.data_ptr
-    if max_version is not None:
-        assert flags & IS_COPIED
-    u = dl.from_dlpack(capsule)
-    assert np.array_equal(np.from_dlpack(u.copy()), np.from_dlpack(tensor))
-    assert u.is_copied is (max_version is not None)
-
-
-@pytest.mark.parametrize("max_version", [None, (1, 3)])
-def test_dlpack_copy_false_shares(tensor, max_version):
-    _, flags, info = inspect_capsule(tensor.__dlpack__(copy=False, max_version=max_version))
-    assert info["data_ptr"] == tensor.data_ptr
-    assert not (flags or 0) & IS_COPIED
-
-
-@pytest.mark.parametrize("dl_device", [(1, 0), (dl.DeviceType.CPU, 0)])
-@pytest.mark.parametrize("copy", [None, False])
-def test_dlpack_dl_device_cpu_shares(tensor, dl_device, copy):
-    capsule = tensor.__dlpack__(dl_device=dl_device, copy=copy, max_version=(1, 3))
-    _, flags, info = inspect_capsule(capsule)
-    assert info["data_ptr"] == tensor.data_ptr
-    assert flags == 0
-
-
-def test_dlpack_dl_device_cpu_with_copy_true_copies(tensor):
-    _, flags, info = inspect_capsule(
-        tensor.__dlpack__(dl_device=(1, 0), copy=True, max_version=(1, 3)))
-    assert info["data_ptr"] != tensor.data_ptr
-    assert flags & IS_COPIED
-
-
-@pytest.mark.parametrize("max_version", [None, (1, 3)])
-@pytest.mark.parametrize("dl_device", [(2, 0), (10, 0), (99, 0)])
-def test_dlpack_unreachable_dl_device_is_buffer_error(tensor, dl_device, max_version):
-    if dl_device[0] == 2 and dl.cuda.is_available():
-        pytest.skip("a GPU is present: the CPU tensor can be copied to it")
-    with pytest.raises(BufferError):
-        tensor.__dlpack__(dl_device=dl_device, max_version=max_version)
-
-
-def test_dlpack_other_dl_device_with_copy_false_is_copy_error(tensor):
-    with pytest.raises(dl.CopyError) as info:
-        tensor.__dlpack__(dl_device=(2, 0), copy=False, max_version=(1, 3))
-    assert isinstance(info.value, BufferError)
-    assert isinstance(info.value, ValueError)
-
-
-def test_copy_error_is_buffer_error_and_value_error():
-    assert issubclass(dl.CopyError, BufferError)
-    assert issubclass(dl.CopyError, ValueError)
-
-
 # -- capsules ---------------------------------------------------------------------------
-
-def test_to_dlpack_default_is_legacy_capsule(tensor):
-    capsule = dl.to_dlpack(tensor)
-    assert capsule_name(capsule) == "dltensor"
-    assert inspect_capsule(capsule)[2]["data_ptr"] == tensor.data_ptr
-
-
-def test_to_dlpack_versioned_capsule(tensor):
-    capsule = dl.to_dlpack(tensor, versioned=True)
-    assert capsule_name(capsule) == "dltensor_versioned"
-    version, flags, info = inspect_capsule(capsule)
-    assert version == (1, 3)
-    assert flags == 0
-    assert info["data_ptr"] == tensor.data_ptr
-
-
-@pytest.mark.parametrize("versioned", [False, True])
-def test_capsule_is_renamed_when_consumed_and_only_once(tensor, versioned):
-    capsule = dl.to_dlpack(tensor, versioned=versioned)
-    u = dl.from_dlpack(capsule)
-    assert u.data_ptr == tensor.data_ptr
-    assert capsule_name(capsule) == ("used_dltensor_versioned" if versioned else "used_dltensor")
-    assert u.readonly is (not versioned)   # a legacy capsule cannot say it is writable
-    with pytest.raises(ValueError, match="consumed"):
-        dl.from_dlpack(capsule)
-
-
-def test_to_dlpack_rejects_non_tensors():
-    with pytest.raises(TypeError):
-        dl.to_dlpack(np.zeros(3))
-
 
 def test_numpy_consumer_releases_the_export(tensor):
     before_exports = _live_exports()
@@ -512,63 +222,6 @@ def test_numpy_consumer_releases_the_export(tensor):
     del a
     assert _live_exports() == before_exports
     assert sys.getrefcount(tensor) == before_refs
-
-
-# -- dl.from_dlpack ---------------------------------------------------------------------
-
-def test_from_dlpack_copy_true_from_numpy_makes_new_buffer():
-    a = _arange((3, 4))
-    t = dl.from_dlpack(a, copy=True)
-    assert t.data_ptr != a.ctypes.data
-    assert t.is_copied
-    assert np.array_equal(np.from_dlpack(t), a)
-
-
-@pytest.mark.parametrize("source", ["tensor", "capsule", "versioned_capsule"])
-def test_from_dlpack_copy_true_from_dlinterop_makes_new_buffer(tensor, source):
-    obj = {"tensor": tensor, "capsule": dl.to_dlpack(tensor),
-           "versioned_capsule": dl.to_dlpack(tensor, versioned=True)}[source]
-    u = dl.from_dlpack(obj, copy=True)
-    assert u.data_ptr != tensor.data_ptr
-    assert np.array_equal(np.from_dlpack(u), np.from_dlpack(tensor))
-
-
-@pytest.mark.parametrize("kwargs", [{"copy": False}, {"device": "cpu"},
-                                    {"device": "cpu", "copy": False}, {"stream": -1}])
-def test_from_dlpack_numpy_shares_when_no_copy_is_needed(kwargs):
-    a = _arange((3, 4))
-    t = dl.from_dlpack(a, **kwargs)
-    assert t.data_ptr == a.ctypes.data
-
-
-def test_from_dlpack_of_numpy_legacy_capsule_is_readonly_and_shared():
-    a = _arange((2, 2))
-    t = dl.from_dlpack(a.__dlpack__())
-    assert t.data_ptr == a.ctypes.data
-    assert t.readonly
-
-
-def test_from_dlpack_of_tensor_shares_memory(tensor):
-    u = dl.from_dlpack(tensor)
-    assert u is not tensor
-    assert u.data_ptr == tensor.data_ptr
-    assert u.owner is tensor
-    assert u.shape == tensor.shape and u.strides == tensor.strides
-    assert u.readonly is tensor.readonly
-    memoryview(u)[1, 2] = 99.0
-    assert memoryview(tensor)[1, 2] == 99.0
-
-
-def test_from_dlpack_of_readonly_tensor_stays_readonly():
-    a = np.arange(3.0)
-    a.flags.writeable = False
-    assert dl.from_dlpack(dl.from_dlpack(a)).readonly
-
-
-@pytest.mark.parametrize("obj", [[1, 2, 3], 1.5, None, b"abc", object()])
-def test_from_dlpack_of_non_dlpack_object_is_type_error(obj):
-    with pytest.raises(TypeError):
-        dl.from_dlpack(obj)
 
 
 # -- NumPy as the consumer, with its own keywords ---------------------------------------
