@@ -18,6 +18,6 @@ a = np.arange(3.0)
 t = dl.from_dlpack(a)
 assert t.data_ptr == a.ctypes.data and dl._core._numpy_route() is False
 print("built without NumPy headers: imports take __dlpack__")'
-"$env/bin/pytest" -q tests/test_numpy_interop.py tests/test_export_protocol.py \
-    tests/test_import_protocol.py tests/test_interop_ml_dtypes.py \
+"$env/bin/pytest" -q tests/interop/test_numpy_interop.py tests/test_export_protocol.py \
+    tests/test_import_protocol.py tests/interop/test_interop_ml_dtypes.py \
     tests/test_cuda_build.py tests/test_package.py

@@ -3,8 +3,8 @@ dl.to_dlpack hand a consumer (max_version negotiation, legacy and versioned caps
 read-only and is-copied flags, and the stream=, copy= and dl_device= keywords), read in
 place from the capsule.
 
-Moved from tests/test_numpy_interop.py: each test still runs under both NumPy routes (the
-autouse numpy_route fixture of tests/support/numpy_route.py).
+Moved from tests/interop/test_numpy_interop.py: each test still runs under both NumPy routes
+(the autouse numpy_route fixture of tests/support/numpy_route.py).
 """
 import numpy as np
 import pytest

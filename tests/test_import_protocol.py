@@ -2,8 +2,8 @@
 device= and stream=, legacy capsules imported read-only, a capsule renamed when consumed and
 consumed only once, objects that are not DLPack producers).
 
-Moved from tests/test_numpy_interop.py: each test still runs under both NumPy routes (the
-autouse numpy_route fixture of tests/support/numpy_route.py).
+Moved from tests/interop/test_numpy_interop.py: each test still runs under both NumPy routes
+(the autouse numpy_route fixture of tests/support/numpy_route.py).
 """
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""What the NumPy interop tests (tests/test_numpy_interop.py) and the DLPack protocol
+"""What the NumPy interop tests (tests/interop/test_numpy_interop.py) and the DLPack protocol
 tests (tests/test_export_protocol.py, tests/test_import_protocol.py) share: the autouse
 `numpy_route` fixture, which runs each of their tests twice (NumPy's arrays imported through
 the native route and through NumPy's own __dlpack__), the `tensor` fixture, and capsules read

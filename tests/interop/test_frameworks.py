@@ -13,7 +13,7 @@ import pytest
 import dlinterop as dl
 import dlinterop.frameworks as fw
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KERNELS = os.path.join(REPO, "examples", "downstream", "src", "dlinterop_downstream",
                        "_kernels.pyx")
 
