@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("distributed", reason="Dask distributed is not installed (the 'dask' extra)")
 pytest.importorskip("ray", reason="Ray is not installed (the 'ray' extra)")
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_the_dask_and_ray_example_runs():
