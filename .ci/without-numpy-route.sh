@@ -20,4 +20,4 @@ assert t.data_ptr == a.ctypes.data and dl._core._numpy_route() is False
 print("built without NumPy headers: imports take __dlpack__")'
 "$env/bin/pytest" -q tests/interop/test_numpy_interop.py tests/test_export_protocol.py \
     tests/test_import_protocol.py tests/interop/test_interop_ml_dtypes.py \
-    tests/test_cuda_build.py tests/test_package.py
+    tests/test_cuda_build.py tests/tools/test_package.py

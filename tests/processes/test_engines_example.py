@@ -1,5 +1,5 @@
 """The Dask and Ray example program (examples/dask_ray.py, named in docs/processes.md) runs as
-written; the page's own examples run in tests/test_docs.py."""
+written; the page's own examples run in tests/tools/test_docs.py."""
 import os
 import subprocess
 import sys

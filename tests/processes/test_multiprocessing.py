@@ -267,7 +267,8 @@ def test_a_killed_child_leaves_nothing_behind(ctx):
 
 
 def test_the_pages_example_runs(tmp_path):
-    """The first example of docs/processes.md alone (tests/test_docs.py runs the whole page)."""
+    """The first example of docs/processes.md alone (tests/tools/test_docs.py runs the
+    whole page)."""
     page = open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
                              "docs", "processes.md")).read()
     code = page.split("```python\n", 1)[1].split("```", 1)[0]

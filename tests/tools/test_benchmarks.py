@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SUITE = os.path.join(REPO, "benchmarks", "benchmarks")
 MODULES = sorted(name[:-3] for name in os.listdir(SUITE)
                  if name.startswith("bench_") and name.endswith(".py"))

@@ -8,7 +8,7 @@ import pytest
 
 import dlinterop.testing as dt
 
-SUPPORT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support")
+SUPPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
 
 
 def run_cli(*args, **kwargs):

@@ -8,7 +8,7 @@ import pytest
 
 import dlinterop as dl
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run_python(code, **kwargs):
