@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A user's strictly type-checked script (tests/typing/user_script.py) with the oldest mypy
 # the test extra allows, against the dlinterop installed in `python`: the stubs' floor is
-# the floor pyproject.toml states. (The newest mypy runs it in tests/test_package.py.)
+# the floor pyproject.toml states. (The newest mypy runs it in tests/tools/test_package.py.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 floor=$(python -c 'import re, tomllib

@@ -5,7 +5,7 @@ reductions, registered when torch is imported) and a NumPy array (pickled by val
 pickle.loads of a 256 MiB protocol-4 pickle, dlinterop beside NumPy.
 
 Each measure is one round trip (the pool or the child started beforehand), repeated; the
-median in ms is reported. Used by the side-by-side runner (compare.py) and the asv suite.
+median in ms is reported. Used by the side-by-side runner (timing.py) and the asv suite.
 This file imports nothing from its own folder, and the child's work is defined here, so
 that spawned children can import it by name."""
 import concurrent.futures

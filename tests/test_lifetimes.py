@@ -438,7 +438,7 @@ def test_exception_survives_rejected_dl_capsule_dying_in_importer(unraisable):
 
 _PYTHON_DELETER_SCRIPT = textwrap.dedent("""
     import sys
-    sys.path.insert(0, {tests!r})
+    sys.path.insert(0, {support!r})
     import dlinterop as dl
     from forge import forge
 
@@ -462,7 +462,8 @@ _PYTHON_DELETER_SCRIPT = textwrap.dedent("""
 def test_exception_survives_capsule_death_that_runs_python_deleters():
     # In a subprocess: if the exception were set while the ctypes deleter runs, CPython
     # 3.11 can crash while unwinding (see forge.py's caveat).
-    script = _PYTHON_DELETER_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)))
+    script = _PYTHON_DELETER_SCRIPT.format(
+        support=os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0, proc.stderr[-4000:]

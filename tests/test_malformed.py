@@ -2,7 +2,7 @@
 
 Each rejected capsule must raise the named exception, be left unconsumed (same name, its
 deleter not called), have its deleter called exactly once when the capsule is released,
-and leave dl.memory_stats() unchanged. Inputs are forged with tests/forge.py; the Forged
+and leave dl.memory_stats() unchanged. Inputs are forged with tests/support/forge.py; the Forged
 object is kept alive while the exception propagates (see forge's SystemError caveat).
 """
 
@@ -20,6 +20,9 @@ import pytest
 
 import dlinterop as dl
 from forge import CountingProducer, capsule_name, forge
+
+# Where forge lives, for the scripts run in a child process.
+SUPPORT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support")
 
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
@@ -472,7 +475,7 @@ def test_producer_returning_non_capsule_message_names_the_culprit(junk):
 
 _CRASH_SCRIPT = textwrap.dedent("""
     import gc, sys
-    sys.path.insert(0, {tests!r})
+    sys.path.insert(0, {support!r})
     import numpy as np
     import dlinterop as dl
     from forge import forge
@@ -513,7 +516,7 @@ _CRASH_SCRIPT = textwrap.dedent("""
 
 
 def test_crash_prone_cases_in_a_subprocess():
-    script = _CRASH_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)),
+    script = _CRASH_SCRIPT.format(support=SUPPORT,
                                   rejected=list(MALFORMED.values()))
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=120)
@@ -702,7 +705,7 @@ def test_dlpack_device_exception_propagates_unchanged(error):
 # dereferencing a NULL managed tensor. In a subprocess, so that a crash fails one test.
 _SHORT_TUPLES_SCRIPT = textwrap.dedent("""
     import sys
-    sys.path.insert(0, {tests!r})
+    sys.path.insert(0, {support!r})
     import ctypes
     import numpy as np
     import dlinterop as dl
@@ -769,7 +772,7 @@ _SHORT_TUPLES_SCRIPT = textwrap.dedent("""
 
 
 def test_short_tuples_and_null_tensors_from_producers_do_not_crash():
-    script = _SHORT_TUPLES_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)))
+    script = _SHORT_TUPLES_SCRIPT.format(support=SUPPORT)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-4000:]

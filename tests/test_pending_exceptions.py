@@ -19,7 +19,7 @@ import textwrap
 
 import pytest
 
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+SUPPORT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support")
 
 # Forge arguments for a capsule dlinterop must reject, by reason.
 REJECTED = {
@@ -52,7 +52,7 @@ CALLS = {
 
 SCRIPT = """
 import json, sys
-sys.path.insert(0, {tests_dir!r})
+sys.path.insert(0, {support_dir!r})
 import dlinterop as dl
 import forge
 
@@ -89,7 +89,7 @@ print(json.dumps(results))
 
 
 def run_cases(cases, call):
-    code = SCRIPT.format(tests_dir=TESTS_DIR, cases=json.dumps(cases), call=call)
+    code = SCRIPT.format(support_dir=SUPPORT_DIR, cases=json.dumps(cases), call=call)
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -127,7 +127,7 @@ def test_accepted_capsule_still_calls_its_deleter_once():
     # The same producer, accepted: the deleter runs when the Tensor dies, not before.
     code = f"""
 import sys
-sys.path.insert(0, {TESTS_DIR!r})
+sys.path.insert(0, {SUPPORT_DIR!r})
 import dlinterop as dl, forge
 f = forge.forge((2, 3))
 capsule = f.capsule

@@ -1,6 +1,6 @@
 """The fenced blocks of the project's Markdown pages, and the markers around them.
 
-Shared by tests/test_docs.py (which documents the conventions) and
+Shared by tests/tools/test_docs.py (which documents the conventions) and
 tests/docs/cython_guide.py; the standard library alone, so the guide's script runs anywhere.
 """
 import re

@@ -34,7 +34,7 @@ from forge import (
 
 import dlinterop as dl
 
-HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tests/
+SUPPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
 
 API_NAME = "dlpack_exchange_api"
 CPU, CUDA = 1, 2

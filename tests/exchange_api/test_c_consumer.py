@@ -1,5 +1,5 @@
 """dlinterop's exchange table used by a C consumer compiled on the fly
-(tests/c_exchange_consumer.c), as a C extension would use it."""
+(tests/support/c_exchange_consumer.c), as a C extension would use it."""
 import sys
 
 import numpy as np

@@ -64,7 +64,7 @@ def test_torch_tensor_of_every_dtype_through_the_table(no_torch_dlpack, name):
     assert ctypes.string_at(t.data_ptr, nbytes) == x.view(torch.uint8).numpy().tobytes()
 
 
-# The interop suite's torch layouts (test_interop_torch.py), plus a broadcast scalar.
+# The interop suite's torch layouts (interop/test_interop_torch.py), plus a broadcast scalar.
 TORCH_LAYOUTS = {
     "0d": lambda torch: torch.tensor(3.5),
     "zero_size_(0,)": lambda torch: torch.empty(0),

@@ -1,6 +1,6 @@
 """Fuzz dl.from_dlpack with arbitrary DLManagedTensor / DLManagedTensorVersioned contents.
 
-Each input is decoded into one forged DLPack capsule (tests/forge.py): any capsule name,
+Each input is decoded into one forged DLPack capsule (tests/support/forge.py): any capsule name,
 version, flags, ndim, shape, strides, dtype, device, byte_offset and data pointer, handed
 over directly or through a producer, with or without copy=, device= or stream=. The harness
 checks every input against an independent model of dl.from_dlpack's rules (which inputs must be accepted,
@@ -24,7 +24,7 @@ import random
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))  # tests/, for forge
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))  # for forge
 
 import numpy as np  # noqa: E402
 

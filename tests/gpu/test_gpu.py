@@ -239,7 +239,7 @@ def _send_to_child(t):
     import concurrent.futures
     import multiprocessing
 
-    import mp_workers   # tests/, on pytest's pythonpath: a spawned child imports it by name
+    import mp_workers   # tests/support/, on pytest's pythonpath: a spawned child imports it by name
 
     with concurrent.futures.ProcessPoolExecutor(
             1, mp_context=multiprocessing.get_context("spawn")) as pool:

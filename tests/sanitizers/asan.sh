@@ -30,8 +30,8 @@ PYTHON="${PYTHON:-python3}"
 #    inspects the CUDA module, which this build does not have;
 #  - test_package.py::test_stubs_match_the_runtime: mypy's stubtest, not installed here;
 #  - test_benchmarks.py: timing runs of the asv suite, meaningless (and slow) under ASan.
-EXCLUDED=(--ignore=tests/test_cuda_build.py --ignore=tests/test_benchmarks.py
-          --deselect=tests/test_package.py::test_stubs_match_the_runtime)
+EXCLUDED=(--ignore=tests/test_cuda_build.py --ignore=tests/tools/test_benchmarks.py
+          --deselect=tests/tools/test_package.py::test_stubs_match_the_runtime)
 
 SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer"
 LIBASAN="$(gcc -print-file-name=libasan.so)"

@@ -1,5 +1,5 @@
 """What a user's type-checked code sees of dlinterop: mypy --strict must pass on this file
-(tests/test_package.py with the installed mypy; .ci/typing.sh with the test extra's floor).
+(tests/tools/test_package.py with the installed mypy; .ci/typing.sh with the test extra's floor).
 Every assert_type fails the check if a public name comes out as Any or as the wrong type."""
 from typing import Any
 

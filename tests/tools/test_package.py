@@ -8,7 +8,7 @@ import pytest
 
 import dlinterop as dl
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run_python(code, **kwargs):
@@ -81,7 +81,7 @@ def _type_checker_cwd(tmp_path):
 
 def test_stubs_match_the_runtime_for_the_whole_package(tmp_path):
     pytest.importorskip("mypy")
-    allowlist = os.path.join(REPO, "tests", "stubtest-allowlist.txt")
+    allowlist = os.path.join(REPO, "tests", "support", "stubtest-allowlist.txt")
     if not dl.build_info()["cuda_allocator_built"]:
         # The private _cuda module's stub ships with every wheel; without the allocator the
         # module itself is absent, which is all stubtest may find missing.

@@ -220,7 +220,8 @@ def test_import_dlinterop_alone_registers_the_handle():
             pool.submit(mp_workers.write, t, 0, 4.0).result(timeout=60)
         print(list(memoryview(t)))
     """)
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(__file__))
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.dirname(__file__)),
+                                                   "support"))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
@@ -266,9 +267,10 @@ def test_a_killed_child_leaves_nothing_behind(ctx):
 
 
 def test_the_pages_example_runs(tmp_path):
-    """The first example of docs/processes.md alone (tests/test_docs.py runs the whole page)."""
-    page = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "docs",
-                             "processes.md")).read()
+    """The first example of docs/processes.md alone (tests/tools/test_docs.py runs the
+    whole page)."""
+    page = open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+                             "docs", "processes.md")).read()
     code = page.split("```python\n", 1)[1].split("```", 1)[0]
     script = tmp_path / "example.py"
     script.write_text(code)

@@ -1,5 +1,5 @@
-"""Frameworks described for the conformance checker's tests (tests/test_conformance.py),
-given to it as "conformance_frameworks:NAME" (tests/ is on sys.path there and in the child
+"""Frameworks described for the conformance checker's tests (tests/tools/test_conformance.py),
+given to it as "conformance_frameworks:NAME" (tests/support/ is on sys.path there and in the child
 process the checker starts)."""
 import faulthandler
 

@@ -13,7 +13,7 @@ import pytest
 import dlinterop as dl
 import dlinterop.frameworks as fw
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KERNELS = os.path.join(REPO, "examples", "downstream", "src", "dlinterop_downstream",
                        "_kernels.pyx")
 
@@ -375,7 +375,7 @@ def test_check_tensor_names_the_argument():
 
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory):
-    from test_cython_api import build_extension, import_strictly
+    from cython_build import build_extension, import_strictly
 
     with open(KERNELS) as f:
         source = f.read()
@@ -435,7 +435,7 @@ def test_kernel_outputs_of_every_framework_type(kernels):
 def test_the_guides_kernel_compiles_and_returns_the_callers_type(tmp_path):
     """The `scaled` kernel of docs/cython.md, built here (tests/docs/cython_guide.py follows
     the whole page in a fresh virtualenv, NumPy only; this adds torch in, torch out)."""
-    from test_cython_api import build_extension, import_strictly
+    from cython_build import build_extension, import_strictly
 
     with open(os.path.join(REPO, "docs", "cython.md")) as f:
         page = f.read()

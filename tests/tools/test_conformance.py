@@ -8,19 +8,19 @@ import pytest
 
 import dlinterop.testing as dt
 
-TESTS = os.path.dirname(os.path.abspath(__file__))
+SUPPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
 
 
 def run_cli(*args, **kwargs):
-    env = {**os.environ, "PYTHONPATH": TESTS + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {**os.environ, "PYTHONPATH": SUPPORT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return subprocess.run([sys.executable, "-m", "dlinterop", "check", *args],
                           capture_output=True, text=True, timeout=600, env=env, **kwargs)
 
 
 @pytest.fixture(autouse=True)
 def child_finds_test_frameworks(monkeypatch):
-    # The checker's child process imports "conformance_frameworks" from tests/.
-    monkeypatch.setenv("PYTHONPATH", TESTS + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # The checker's child process imports "conformance_frameworks" from tests/support/.
+    monkeypatch.setenv("PYTHONPATH", SUPPORT + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
 def test_at_least_thirty_rules_per_role_each_described():

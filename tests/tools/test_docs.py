@@ -37,7 +37,7 @@ import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOCS = os.path.join(REPO, "docs")
 GUIDE_SCRIPT = os.path.join(REPO, "tests", "docs", "cython_guide.py")
 

@@ -145,7 +145,8 @@ def test_a_rule_outside_the_role_is_a_usage_error():
 
 
 def test_a_framework_that_cannot_be_set_up_fails_strict():
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.abspath(__file__)))
+    support = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
+    env = dict(os.environ, PYTHONPATH=support)
     out = subprocess.run([sys.executable, "-m", "dlinterop", "check",
                           "conformance_frameworks:not_a_framework", "--strict",
                           "not_a_framework"], capture_output=True, text=True, timeout=300,

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SUITE = os.path.join(REPO, "benchmarks", "benchmarks")
 MODULES = sorted(name[:-3] for name in os.listdir(SUITE)
                  if name.startswith("bench_") and name.endswith(".py"))
@@ -175,7 +175,7 @@ def test_calibration_does_not_count_a_first_call_set_up():
 
     sys.path.insert(0, REPO)
     try:
-        from benchmarks import compare
+        from benchmarks import timing
     finally:
         sys.path.pop(0)
     state = {"ready": False}
@@ -187,7 +187,7 @@ def test_calibration_does_not_count_a_first_call_set_up():
             time.sleep(0.05)
             state["ready"] = True
 
-    number = compare.calibrate(timeit.Timer(statement), 0.001)
+    number = timing.calibrate(timeit.Timer(statement), 0.001)
     assert number > 10
 
 

@@ -1,5 +1,5 @@
 """The Dask and Ray example program (examples/dask_ray.py, named in docs/processes.md) runs as
-written; the page's own examples run in tests/test_docs.py."""
+written; the page's own examples run in tests/tools/test_docs.py."""
 import os
 import subprocess
 import sys
@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("distributed", reason="Dask distributed is not installed (the 'dask' extra)")
 pytest.importorskip("ray", reason="Ray is not installed (the 'ray' extra)")
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_the_dask_and_ray_example_runs():
