@@ -101,7 +101,7 @@ from dlinterop._core import (
     zeros,
 )
 from dlinterop._info import build_info, get_include
-from dlinterop import _multiprocessing
+from dlinterop._integrations import multiprocessing as _multiprocessing
 
 _multiprocessing.install()   # shared Tensors cross multiprocessing by handle (once it is used)
 from dlinterop.frameworks import check_tensor, empty_like, to_framework, zeros_like
