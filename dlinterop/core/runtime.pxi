@@ -64,7 +64,7 @@ cdef extern from "runtime.h" nogil:
 # atomics, a lock for the one-time set-ups, and a critical section per capsule consumed.
 cdef extern from *:
     """
-    /* DLI_FREE_THREADED comes from _threadsafe.pxd. With a GIL the GIL orders these
+    /* DLI_FREE_THREADED comes from _lib/threadsafe.pxd. With a GIL the GIL orders these
        already: plain accesses, no locked instruction (a lock-prefixed add costs tens of
        cycles on every export and release). */
     static inline void dli_atomic_add(Py_ssize_t *p, Py_ssize_t v) {
