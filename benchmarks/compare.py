@@ -31,7 +31,7 @@ import time
 import timeit
 
 # Loops per repeat, after untimed warm-up calls: the rule `python -m dlinterop bench` uses.
-from dlinterop._bench import calibrate
+from dlinterop._cli.bench import calibrate
 
 # Peers in column order; dlinterop is always the first column.
 PEERS = ("numpy", "torch", "jax", "tvm_ffi")
