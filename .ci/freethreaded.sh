@@ -24,7 +24,7 @@ rm -rf "$env"
 # Importing every module keeps the GIL off, without PYTHON_GIL=0 forcing it.
 (cd "${TMPDIR:-/tmp}" && "$env/bin/python" -W error::RuntimeWarning -c '
 import sys
-import dlinterop, dlinterop.frameworks, dlinterop.testing, dlinterop._capi, dlinterop._conformance
+import dlinterop, dlinterop.frameworks, dlinterop.testing._conformance, dlinterop._capi
 import dlinterop.cuda
 dlinterop.cuda.device_count()
 assert not sys._is_gil_enabled(), "importing dlinterop turned the GIL on"

@@ -18,6 +18,7 @@ The work is split by job: rows.py (what is timed, and the targets), peers.py (th
 and their inputs), timing.py (how it is measured), report.py (the tables and the JSON's
 rows) and plot.py (the figure); this file reads the command line and runs them.
 """
+
 import argparse
 import dataclasses
 import gc
@@ -58,24 +59,44 @@ from benchmarks.timing import (  # noqa: E402
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
-        description="Time dlinterop beside NumPy, PyTorch, JAX and tvm-ffi on the same work.")
+        description="Time dlinterop beside NumPy, PyTorch, JAX and tvm-ffi on the same work.",
+    )
     speed = parser.add_mutually_exclusive_group()
-    speed.add_argument("--quick", action="store_const", dest="mode", const="quick",
-                       help="fewer, shorter repeats (about 30 s); numbers are rougher")
-    speed.add_argument("--smoke", action="store_const", dest="mode", const="smoke",
-                       help="run every row once (for tests); the numbers mean nothing")
+    speed.add_argument(
+        "--quick",
+        action="store_const",
+        dest="mode",
+        const="quick",
+        help="fewer, shorter repeats (about 30 s); numbers are rougher",
+    )
+    speed.add_argument(
+        "--smoke",
+        action="store_const",
+        dest="mode",
+        const="smoke",
+        help="run every row once (for tests); the numbers mean nothing",
+    )
     parser.set_defaults(mode="full")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
-    parser.add_argument("--plot", metavar="PATH",
-                        help="also draw the main rows as a bar chart (.svg, .png or .pdf; "
-                             "needs matplotlib)")
-    parser.add_argument("--peers", default=",".join(PEERS),
-                        help="comma-separated peers to compare against (default: all "
-                             "installed of %(default)s)")
-    parser.add_argument("-k", dest="pattern", default=None,
-                        help="only rows whose name or statements contain this text")
-    parser.add_argument("--list", action="store_true",
-                        help="print each row's statements instead of timing them")
+    parser.add_argument(
+        "--plot",
+        metavar="PATH",
+        help="also draw the main rows as a bar chart (.svg, .png or .pdf; needs matplotlib)",
+    )
+    parser.add_argument(
+        "--peers",
+        default=",".join(PEERS),
+        help="comma-separated peers to compare against (default: all installed of %(default)s)",
+    )
+    parser.add_argument(
+        "-k",
+        dest="pattern",
+        default=None,
+        help="only rows whose name or statements contain this text",
+    )
+    parser.add_argument(
+        "--list", action="store_true", help="print each row's statements instead of timing them"
+    )
     args = parser.parse_args(argv)
     mode = MODES[args.mode]
     started = time.perf_counter()
@@ -102,14 +123,18 @@ def main(argv=None):
     exchange = [row for row in define_exchange_rows() if runnable(row)]
     way_out = [row for row in define_way_out_rows() if runnable(row)]
     for row in exchange:
-        row.statements = {c: s for c, s in row.statements.items()
-                          if c not in PEERS or c in libraries}
+        row.statements = {
+            c: s for c, s in row.statements.items() if c not in PEERS or c in libraries
+        }
     for row in rows:
         row.statements = {c: s for c, s in row.statements.items() if c in libraries}
     if args.pattern:
+
         def keep(row):
-            return args.pattern in row.name or any(args.pattern in s
-                                                   for s in row.statements.values())
+            return args.pattern in row.name or any(
+                args.pattern in s for s in row.statements.values()
+            )
+
         rows, scaling = [r for r in rows if keep(r)], [r for r in scaling if keep(r)]
         way_out = [r for r in way_out if keep(r)]
         kept = [r for r in exchange if r.values_from is None and keep(r)]
@@ -138,12 +163,18 @@ def main(argv=None):
 
     out = sys.stdout
     peers_text = ", ".join(f"{HEADINGS[c]} {versions[c]}" for c in libraries if c != "dlinterop")
-    print(f"dlinterop {versions['dlinterop']} beside {peers_text or 'no peers'}; "
-          f"Python {platform.python_version()}, {platform.system()} {platform.machine()}, "
-          f"{os.cpu_count()} CPUs", file=out)
-    print(f"mode {args.mode}: {mode.repeats} interleaved repeats of ~{mode.repeat_seconds * 1e3:g}"
-          f" ms per candidate; medians in ns per call; ratio = dlinterop / best peer; "
-          f"value = the target's own measure", file=out)
+    print(
+        f"dlinterop {versions['dlinterop']} beside {peers_text or 'no peers'}; "
+        f"Python {platform.python_version()}, {platform.system()} {platform.machine()}, "
+        f"{os.cpu_count()} CPUs",
+        file=out,
+    )
+    print(
+        f"mode {args.mode}: {mode.repeats} interleaved repeats of ~{mode.repeat_seconds * 1e3:g}"
+        f" ms per candidate; medians in ns per call; ratio = dlinterop / best peer; "
+        f"value = the target's own measure",
+        file=out,
+    )
     for line in skipped:
         print(f"skipped, a peer not installed or not asked for: {line}", file=out)
     for line in build_notes:
@@ -153,47 +184,71 @@ def main(argv=None):
         if section_rows:
             print_table(section_rows, libraries, SECTION_TITLES[section], out)
     if exchange:
-        print_table(exchange, [c for c in EXCHANGE_COLUMNS
-                               if any(c in r.statements for r in exchange)],
-                    SECTION_TITLES["exchange"], out, with_ratio=False)
+        print_table(
+            exchange,
+            [c for c in EXCHANGE_COLUMNS if any(c in r.statements for r in exchange)],
+            SECTION_TITLES["exchange"],
+            out,
+            with_ratio=False,
+        )
     if way_out:
-        print_table(way_out, [c for c in WAY_OUT_COLUMNS
-                              if any(c in r.statements for r in way_out)],
-                    SECTION_TITLES["way out"], out, with_ratio=False)
+        print_table(
+            way_out,
+            [c for c in WAY_OUT_COLUMNS if any(c in r.statements for r in way_out)],
+            SECTION_TITLES["way out"],
+            out,
+            with_ratio=False,
+        )
     if scaling:
-        print_table(scaling, ["1 element", "64 MiB"], SECTION_TITLES["scaling"], out,
-                    with_ratio=False)
+        print_table(
+            scaling, ["1 element", "64 MiB"], SECTION_TITLES["scaling"], out, with_ratio=False
+        )
     if processes:
-        print_table(processes, [c for c in ("dlinterop", "torch", "numpy")
-                                if any(c in r.values for r in processes)],
-                    SECTION_TITLES["processes"], out, with_ratio=False)
+        print_table(
+            processes,
+            [c for c in ("dlinterop", "torch", "numpy") if any(c in r.values for r in processes)],
+            SECTION_TITLES["processes"],
+            out,
+            with_ratio=False,
+        )
     if other:
         print_table(other, libraries, SECTION_TITLES["import time"], out, with_ratio=False)
         if live_exports is not None:
-            print(f"dl.memory_stats()['live_exports'] change over the memory loops: "
-                  f"{live_exports}", file=out)
+            print(
+                f"dl.memory_stats()['live_exports'] change over the memory loops: {live_exports}",
+                file=out,
+            )
 
     summaries = [summarise(row) for row in rows + exchange + way_out + scaling + processes + other]
     judged = [s for s in summaries if s["target"] is not None]
     missed = [s["name"] for s in judged if s["target"]["met"] is False]
     unknown_verdict = [s["name"] for s in judged if s["target"]["met"] is None]
-    print(f"\ntargets met: {sum(1 for s in judged if s['target']['met'])}/{len(judged)}"
-          + (f"; missed: {'; '.join(missed)}" if missed else "")
-          + (f"; not measured: {'; '.join(unknown_verdict)}" if unknown_verdict else ""),
-          file=out)
+    print(
+        f"\ntargets met: {sum(1 for s in judged if s['target']['met'])}/{len(judged)}"
+        + (f"; missed: {'; '.join(missed)}" if missed else "")
+        + (f"; not measured: {'; '.join(unknown_verdict)}" if unknown_verdict else ""),
+        file=out,
+    )
     elapsed = time.perf_counter() - started
     print(f"({elapsed:.1f} s)", file=out)
 
     if args.plot:
-        plot(rows, libraries, args.plot,
-             f"dlinterop {versions['dlinterop']} beside {peers_text or 'no peers'}; "
-             f"Python {platform.python_version()}, {os.cpu_count()} CPUs, {args.mode} mode")
+        plot(
+            rows,
+            libraries,
+            args.plot,
+            f"dlinterop {versions['dlinterop']} beside {peers_text or 'no peers'}; "
+            f"Python {platform.python_version()}, {os.cpu_count()} CPUs, {args.mode} mode",
+        )
     if args.json:
         document = {
-            "mode": args.mode, "settings": dataclasses.asdict(mode),
+            "mode": args.mode,
+            "settings": dataclasses.asdict(mode),
             "versions": versions,
-            "python": platform.python_version(), "platform": platform.platform(),
-            "cpus": os.cpu_count(), "seconds": elapsed,
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "seconds": elapsed,
             "live_exports_change": live_exports,
             "rows": summaries,
             "skipped": skipped,

@@ -11,8 +11,9 @@ def load_libraries(wanted):
     """Import dlinterop, NumPy and each wanted peer that is installed; return name -> version."""
     versions = {}
     namespace = {}
-    import dlinterop as dl
     import numpy as np
+
+    import dlinterop as dl
     namespace.update(dl=dl, np=np)
     versions["dlinterop"] = dl.__version__
     versions["numpy"] = np.__version__

@@ -1,6 +1,7 @@
 """How the side-by-side runner measures: its modes, a row's candidates timed in interleaved
 timeit loops, and the measures that are not loops of calls (RSS growth, import time in a
 fresh interpreter, round trips to a child process)."""
+
 import dataclasses
 import gc
 import os
@@ -12,31 +13,38 @@ import tempfile
 import time
 import timeit
 
-# Loops per repeat, after untimed warm-up calls: the rule `python -m dlinterop bench` uses.
-from dlinterop._bench import calibrate
-
 from benchmarks.rows import MIB, Row, Target
+
+# Loops per repeat, after untimed warm-up calls: the rule `python -m dlinterop bench` uses.
+from dlinterop._cli.bench import calibrate
 
 
 @dataclasses.dataclass(frozen=True)
 class Mode:
-    repeats: int            # interleaved repeats per candidate; the median is reported
-    repeat_seconds: float   # wall time one repeat aims at
-    rss_round_trips: int    # round trips for the RSS-growth measure
-    import_runs: int        # subprocess imports of dlinterop (and of the `pass` baseline)
-    peer_import_runs: int   # subprocess imports of each peer
+    repeats: int  # interleaved repeats per candidate; the median is reported
+    repeat_seconds: float  # wall time one repeat aims at
+    rss_round_trips: int  # round trips for the RSS-growth measure
+    import_runs: int  # subprocess imports of dlinterop (and of the `pass` baseline)
+    peer_import_runs: int  # subprocess imports of each peer
 
 
 MODES = {
     # smoke: every row once, for the tests; the numbers mean nothing.
-    "smoke": Mode(repeats=1, repeat_seconds=0.0, rss_round_trips=2_000, import_runs=1,
-                  peer_import_runs=0),
+    "smoke": Mode(
+        repeats=1, repeat_seconds=0.0, rss_round_trips=2_000, import_runs=1, peer_import_runs=0
+    ),
     # Many short repeats: on a shared machine noise comes in bursts, which a median of many
     # samples shrugs off better than one of a few long ones.
-    "quick": Mode(repeats=15, repeat_seconds=0.001, rss_round_trips=100_000, import_runs=5,
-                  peer_import_runs=1),
-    "full": Mode(repeats=41, repeat_seconds=0.008, rss_round_trips=1_000_000, import_runs=15,
-                 peer_import_runs=3),
+    "quick": Mode(
+        repeats=15, repeat_seconds=0.001, rss_round_trips=100_000, import_runs=5, peer_import_runs=1
+    ),
+    "full": Mode(
+        repeats=41,
+        repeat_seconds=0.008,
+        rss_round_trips=1_000_000,
+        import_runs=15,
+        peer_import_runs=3,
+    ),
 }
 
 
@@ -50,7 +58,7 @@ def time_row(row, ns, mode):
         timer = timeit.Timer(statement, globals=ns)
         try:
             timers[column] = (timer, calibrate(timer, mode.repeat_seconds))
-        except Exception as exc:   # a peer without the feature, or not installed
+        except Exception as exc:  # a peer without the feature, or not installed
             row.errors[column] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
     columns = list(timers)
     samples = {column: [] for column in columns}
@@ -65,6 +73,7 @@ def time_row(row, ns, mode):
 
 # ------------------------------------------------------------------------------ memory, imports
 
+
 def current_rss():
     """Resident set size in bytes (Linux /proc; elsewhere the peak, which is what there is)."""
     try:
@@ -72,12 +81,14 @@ def current_rss():
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except OSError:
         import resource
+
         scale = 1 if sys.platform == "darwin" else 1024
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
 def peak_rss():
     import resource
+
     scale = 1 if sys.platform == "darwin" else 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
@@ -101,13 +112,20 @@ def memory_rows(ns, mode):
     rows = []
     # Export and import in one call each; the first is dlinterop on both ends.
     loops = [
-        (f"RSS growth, {label}× X.from_dlpack(X's tensor)",
-         {"dlinterop": (dl.from_dlpack, ns["t"]), "numpy": (np.from_dlpack, ns["a"]),
-          **({"tvm_ffi": (ns["tvm_ffi"].from_dlpack, ns["tv"])} if "tvm_ffi" in ns else {})}),
+        (
+            f"RSS growth, {label}× X.from_dlpack(X's tensor)",
+            {
+                "dlinterop": (dl.from_dlpack, ns["t"]),
+                "numpy": (np.from_dlpack, ns["a"]),
+                **({"tvm_ffi": (ns["tvm_ffi"].from_dlpack, ns["tv"])} if "tvm_ffi" in ns else {}),
+            },
+        ),
         (f"RSS growth, {label}× np.from_dlpack(t)", {"dlinterop": (np.from_dlpack, ns["t"])}),
         (f"RSS growth, {label}× dl.from_dlpack(a)", {"dlinterop": (dl.from_dlpack, ns["a"])}),
-        (f"RSS growth, {label}× dl.from_dlpack(t's capsule)",
-         {"dlinterop": (lambda t: dl.from_dlpack(t.__dlpack__()), ns["t"])}),
+        (
+            f"RSS growth, {label}× dl.from_dlpack(t's capsule)",
+            {"dlinterop": (lambda t: dl.from_dlpack(t.__dlpack__()), ns["t"])},
+        ),
     ]
     stats_before = dl.memory_stats()
     for name, candidates in loops:
@@ -132,9 +150,15 @@ def subprocess_env():
 def importtime_ms(module, env):
     """Cumulative import time of `module` from one `python -X importtime` subprocess."""
     # Run outside the repository so that a source checkout cannot shadow the installation.
-    out = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"],
-                         capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(),
-                         timeout=300, check=True)
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", f"import {module}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tempfile.gettempdir(),
+        timeout=300,
+        check=True,
+    )
     cumulative = None
     for line in out.stderr.splitlines():
         match = re.match(r"import time:\s*(\d+)\s*\|\s*(\d+)\s*\|\s*(.*)$", line)
@@ -147,17 +171,33 @@ def importtime_ms(module, env):
 
 def wall_ms(code, env):
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], env=env, cwd=tempfile.gettempdir(),
-                   timeout=300, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=tempfile.gettempdir(),
+        timeout=300,
+        check=True,
+        capture_output=True,
+    )
     return (time.perf_counter() - start) * 1000
 
 
 def import_rows(libraries, mode):
     env = subprocess_env()
-    modules = {"dlinterop": "dlinterop", "numpy": "numpy", "torch": "torch", "jax": "jax",
-               "tvm_ffi": "tvm_ffi"}
-    importtime = Row("import", f"import X  (-X importtime, median of {mode.import_runs})", {},
-                     Target(20), unit="ms")
+    modules = {
+        "dlinterop": "dlinterop",
+        "numpy": "numpy",
+        "torch": "torch",
+        "jax": "jax",
+        "tvm_ffi": "tvm_ffi",
+    }
+    importtime = Row(
+        "import",
+        f"import X  (-X importtime, median of {mode.import_runs})",
+        {},
+        Target(20),
+        unit="ms",
+    )
     samples = {column: [] for column in libraries}
     wall = {"dlinterop": [], "baseline": []}
     for run in range(max(mode.import_runs, mode.peer_import_runs)):
@@ -168,11 +208,13 @@ def import_rows(libraries, mode):
         if run < mode.import_runs:
             wall["baseline"].append(wall_ms("pass", env))
             wall["dlinterop"].append(wall_ms("import dlinterop", env))
-    importtime.values = {column: statistics.median(values)
-                         for column, values in samples.items() if values}
+    importtime.values = {
+        column: statistics.median(values) for column, values in samples.items() if values
+    }
     delta = Row("import", "import dlinterop, wall − `python -c pass`", {}, unit="ms")
-    delta.values = {"dlinterop": statistics.median(wall["dlinterop"])
-                    - statistics.median(wall["baseline"])}
+    delta.values = {
+        "dlinterop": statistics.median(wall["dlinterop"]) - statistics.median(wall["baseline"])
+    }
     return [importtime, delta]
 
 
@@ -181,7 +223,7 @@ def process_rows(libraries, mode_name):
     beside a torch tensor in shared memory and a NumPy array pickled by value."""
     try:
         from benchmarks import processes
-    except ImportError:       # run as a script: this file's folder is on sys.path
+    except ImportError:  # run as a script: this file's folder is on sys.path
         import processes
     repeats = {"smoke": 1, "quick": 3, "full": 7}[mode_name]
     elements = processes.ELEMENTS if mode_name != "smoke" else 1 << 16
@@ -189,32 +231,53 @@ def process_rows(libraries, mode_name):
     kinds = [k for k in ("dlinterop", "torch", "numpy") if k == "dlinterop" or k in libraries]
     rows = []
     measures = [
-        (f"ProcessPoolExecutor (fork), {size} there and back",
-         lambda kind: processes.executor_round_trip_ms(kind, "fork", repeats, elements)),
-        (f"ProcessPoolExecutor (spawn), {size} there and back",
-         lambda kind: processes.executor_round_trip_ms(kind, "spawn", repeats, elements)),
-        (f"multiprocessing.Queue (fork), {size} there and back",
-         lambda kind: processes.queue_round_trip_ms(kind, repeats, elements)),
+        (
+            f"ProcessPoolExecutor (fork), {size} there and back",
+            lambda kind: processes.executor_round_trip_ms(kind, "fork", repeats, elements),
+        ),
+        (
+            f"ProcessPoolExecutor (spawn), {size} there and back",
+            lambda kind: processes.executor_round_trip_ms(kind, "spawn", repeats, elements),
+        ),
+        (
+            f"multiprocessing.Queue (fork), {size} there and back",
+            lambda kind: processes.queue_round_trip_ms(kind, repeats, elements),
+        ),
     ]
+
     # A target is set only where its reference was measured (a Python without torch, say).
     def target(limit, reference):
         return Target(limit, reference=reference) if reference in kinds else None
 
     for name, measure in measures:
-        row = Row("processes", name, {k: f"{k}: {name}" for k in kinds},
-                  target(1.0, "torch"), unit="ms")
+        row = Row(
+            "processes", name, {k: f"{k}: {name}" for k in kinds}, target(1.0, "torch"), unit="ms"
+        )
         for kind in kinds:
             try:
                 row.values[kind] = measure(kind)
-            except Exception as e:          # a peer that cannot do it: reported, not fatal
+            except Exception as e:  # a peer that cannot do it: reported, not fatal
                 row.errors[kind] = f"{type(e).__name__}: {e}"
         rows.append(row)
-        rows.append(Row("processes", "  same, against NumPy by value", dict(row.statements),
-                        target(0.05, "numpy"), unit="ms", values=row.values,
-                        values_from=row))
+        rows.append(
+            Row(
+                "processes",
+                "  same, against NumPy by value",
+                dict(row.statements),
+                target(0.05, "numpy"),
+                unit="ms",
+                values=row.values,
+                values_from=row,
+            )
+        )
     loaded = [k for k in ("dlinterop", "numpy") if k in kinds]
-    loads = Row("processes", f"pickle.loads of a protocol-4 pickle, {size}",
-                {k: f"pickle.loads({k})" for k in loaded}, target(1.0, "numpy"), unit="ms")
+    loads = Row(
+        "processes",
+        f"pickle.loads of a protocol-4 pickle, {size}",
+        {k: f"pickle.loads({k})" for k in loaded},
+        target(1.0, "numpy"),
+        unit="ms",
+    )
     for kind in loaded:
         loads.values[kind] = processes.pickle_loads_ms(kind, repeats, elements)
     rows.append(loads)

@@ -41,13 +41,13 @@ except ImportError:
     _here = _os.path.realpath(__path__[0])
     for _entry in _sys.path:
         _candidate = _os.path.realpath(_os.path.join(_entry or ".", "dlinterop"))
-        if _candidate != _here and _os.path.isfile(_os.path.join(_candidate, "_build_config.py")):
+        _built = _os.path.join(_candidate, "_lib", "build_config.py")  # written by the build
+        if _candidate != _here and _os.path.isfile(_built):
             __path__.append(_candidate)
             _borrowed_compiled_modules = True
             break
     from dlinterop import _core
 
-from dlinterop import _multiprocessing
 from dlinterop._core import (
     CopyError,
     Device,
@@ -103,7 +103,8 @@ from dlinterop._core import (
     uint64,
     zeros,
 )
-from dlinterop._info import build_info, get_include
+from dlinterop._integrations import multiprocessing as _multiprocessing
+from dlinterop._lib.info import build_info, get_include
 
 _multiprocessing.install()  # shared Tensors cross multiprocessing by handle (once it is used)
 from dlinterop.frameworks import check_tensor, empty_like, to_framework, zeros_like

@@ -68,7 +68,7 @@ def _main(argv: list[str]) -> int:
     if args.command == "check":
         return check_cli.run(args, command_parsers["check"])
     if args.command == "bench":
-        from dlinterop import _bench
+        from dlinterop._cli import bench as _bench
 
         peers = tuple(p.strip() for p in args.peers.split(",") if p.strip())
         unknown = sorted(set(peers) - set(_bench.PEERS))
@@ -82,7 +82,7 @@ def _main(argv: list[str]) -> int:
         if args.json and not check_cli.write_json(args.json, result, command_parsers["bench"].prog):
             return 1
         return 0
-    from dlinterop._report import main
+    from dlinterop._cli.report import main
 
     return main()
 

@@ -23,12 +23,12 @@ from libc.string cimport memcpy, memset, strcmp
 
 from dlinterop.dlpack cimport *
 from dlinterop._cuda_table cimport dli_cuda_table
-from dlinterop._rules cimport (
+from dlinterop._lib.rules cimport (
     MAX_NDIM, dims_from_python, element_count, element_count_of, host_accessible,
     is_c_contiguous, item_bytes, refuse_ndim, same_device, storage_bytes,
 )
-from dlinterop._threadsafe cimport FREE_THREADED, type_version
-from dlinterop._type_cache cimport (
+from dlinterop._lib.threadsafe cimport FREE_THREADED, type_version
+from dlinterop._lib.type_cache cimport (
     dli_type_cache, type_cache_forget, type_cache_get, type_cache_last, type_cache_put,
     type_cache_size,
 )

@@ -9,8 +9,8 @@ from libc.stdint cimport int32_t, int64_t, uintptr_t
 
 from dlinterop.dlpack cimport DLDevice, DLDeviceType
 from dlinterop._cuda_table cimport dli_cuda_table
-from dlinterop._rules cimport MAX_NDIM
-from dlinterop._threadsafe cimport dict_get
+from dlinterop._lib.rules cimport MAX_NDIM
+from dlinterop._lib.threadsafe cimport dict_get
 
 from dlinterop._core import CUDAError, CUDAOutOfMemoryError
 

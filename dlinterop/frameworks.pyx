@@ -16,9 +16,9 @@ from libc.stdint cimport int64_t, uint8_t
 from libc.string cimport strncpy
 
 from dlinterop.dlpack cimport *
-from dlinterop._rules cimport MAX_NDIM, dims_from_python, is_c_contiguous
-from dlinterop._threadsafe cimport dict_get, type_version
-from dlinterop._type_cache cimport (
+from dlinterop._lib.rules cimport MAX_NDIM, dims_from_python, is_c_contiguous
+from dlinterop._lib.threadsafe cimport dict_get, type_version
+from dlinterop._lib.type_cache cimport (
     dli_type_cache, type_cache_forget, type_cache_get, type_cache_last, type_cache_put,
     type_cache_size,
 )

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 /* The most dimensions dlinterop handles. DLPack sets no limit; this one bounds stack arrays
-   and rejects garbage (dlinterop/_rules.pxd's MAX_NDIM is this). */
+   and rejects garbage (dlinterop/_lib/rules.pxd's MAX_NDIM is this). */
 #define DLI_MAX_NDIM 64
 
 #ifdef __cplusplus

@@ -2,7 +2,7 @@
  * Reads of shared interpreter state that stay safe where no GIL orders them (free-threaded
  * CPython) and cost nothing more where one does.
  *
- * Included through dlinterop/_threadsafe.pxd, so compiled into each module that cimports it
+ * Included through dlinterop/_lib/threadsafe.pxd, so compiled into each module that cimports it
  * (dlinterop._core, dlinterop._cuda, dlinterop.frameworks); src/atomics.h includes it for
  * DLI_FREE_THREADED.
  */

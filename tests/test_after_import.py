@@ -1,5 +1,5 @@
-"""dlinterop._after_import: a function run once a module has run, without importing it (how
-dlinterop plugs into multiprocessing's pickler and Dask's serializers)."""
+"""dlinterop._integrations.after_import: a function run once a module has run, without
+importing it (how dlinterop plugs into multiprocessing's pickler and Dask's serializers)."""
 import _thread
 import importlib
 import subprocess
@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from dlinterop import _after_import
+from dlinterop._integrations import after_import as _after_import
 
 
 @pytest.fixture
@@ -114,7 +114,7 @@ def test_waits_for_a_module_another_thread_is_still_running(module_dir):
     (module_dir / "dl_after_slow.py").write_text(textwrap.dedent("""
         import sys, time
         sys.modules["dl_after_gate"].release()
-        from dlinterop import _after_import
+        from dlinterop._integrations import after_import as _after_import
         deadline = time.monotonic() + 30
         while "dl_after_slow" not in _after_import._registers and time.monotonic() < deadline:
             time.sleep(0.001)
@@ -144,7 +144,7 @@ def test_waits_for_a_module_this_thread_is_running(module_dir):
     # A circular import: the module, running, makes its own importer wait for it.
     (module_dir / "dl_after_circular.py").write_text(textwrap.dedent("""
         import sys
-        from dlinterop import _after_import
+        from dlinterop._integrations import after_import as _after_import
         seen = sys.modules["dl_after_seen"]
         _after_import.when_imported(__name__, lambda m: seen.append(m.value))
         value = 5
@@ -158,7 +158,7 @@ def test_waits_for_a_module_this_thread_is_running(module_dir):
 def test_a_failed_circular_import_keeps_the_register_for_the_next(module_dir):
     (module_dir / "dl_after_circular_flaky.py").write_text(textwrap.dedent("""
         import sys
-        from dlinterop import _after_import
+        from dlinterop._integrations import after_import as _after_import
         if "dl_after_registered" not in sys.modules:
             sys.modules["dl_after_registered"] = sys
             seen = sys.modules["dl_after_seen"]

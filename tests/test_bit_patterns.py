@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dlinterop as dl
-from dlinterop import _conformance
+from dlinterop.testing import _conformance
 from dlinterop.frameworks import _borrow_routes
 from forge import (
     IS_COPIED, IS_SUBBYTE_TYPE_PADDED, READ_ONLY, CountingProducer, capsule_name, forge,

@@ -137,5 +137,5 @@ def test_build_with_cuda_off_has_no_cuda_module(tmp_path):
     assert any(n.startswith("dlinterop/_core.") for n in names)
     assert not any(n.startswith("dlinterop/_cuda.") and n.endswith(".so") for n in names)
     assert "dlinterop/include/dlpack/dlpack.h" in names
-    config = zipfile.ZipFile(wheel).read("dlinterop/_build_config.py").decode()
+    config = zipfile.ZipFile(wheel).read("dlinterop/_lib/build_config.py").decode()
     assert 'cuda_built = "OFF" == "ON"' in config

@@ -132,7 +132,7 @@ def test_rebuild_from_bytes_reads_the_form_without_padding():
 def _extension_modules():
     import importlib
     names = ["dlinterop._core", "dlinterop.frameworks", "dlinterop._capi",
-             "dlinterop._conformance", "dlinterop._cuda"]
+             "dlinterop.testing._conformance", "dlinterop._cuda"]
     modules = []
     for name in names:
         try:
@@ -180,7 +180,7 @@ def test_every_private_type_made_with_new_is_safe_to_touch():
     proc = run_apart("""
         import copy, importlib, pickle
         names = ["dlinterop._core", "dlinterop.frameworks", "dlinterop._capi",
-                 "dlinterop._conformance", "dlinterop._cuda"]
+                 "dlinterop.testing._conformance", "dlinterop._cuda"]
         touched = 0
         for name in names:
             try:

@@ -1,4 +1,4 @@
-"""dlinterop._minifloat must agree with ml_dtypes bit for bit."""
+"""dlinterop._lib.minifloat must agree with ml_dtypes bit for bit."""
 
 import importlib.util
 import math
@@ -9,7 +9,7 @@ import pytest
 # Load the pure-Python module straight from the source tree so these tests run
 # whether or not the (compiled) dlinterop package has been built.
 _spec = importlib.util.spec_from_file_location(
-    "_minifloat", pathlib.Path(__file__).parents[1] / "dlinterop" / "_minifloat.py"
+    "_minifloat", pathlib.Path(__file__).parents[1] / "dlinterop" / "_lib" / "minifloat.py"
 )
 _minifloat = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_minifloat)

@@ -1,8 +1,19 @@
 """Import: dl.from_dlpack of each library's objects, and each library importing dlinterop's."""
 import dlinterop as dl
 
-from .common import (DTYPES, LAYOUTS, LIBRARIES, SIZES, Benchmark, check_consumable,
-                     dlinterop_tensor, from_dlpack_of, numpy_array, peer, peer_tensor)
+from .common import (
+    DTYPES,
+    LAYOUTS,
+    LIBRARIES,
+    SIZES,
+    Benchmark,
+    check_consumable,
+    dlinterop_tensor,
+    from_dlpack_of,
+    numpy_array,
+    peer,
+    peer_tensor,
+)
 
 
 class ImportFrom(Benchmark):

@@ -4,8 +4,15 @@ import os
 
 import dlinterop as dl
 
-from .common import (LAYOUTS, PEERS, ROUND_TRIPS, Benchmark, check_consumable,
-                     dlinterop_tensor, from_dlpack_of)
+from .common import (
+    LAYOUTS,
+    PEERS,
+    ROUND_TRIPS,
+    Benchmark,
+    check_consumable,
+    dlinterop_tensor,
+    from_dlpack_of,
+)
 
 
 def _rss_bytes():

@@ -2,7 +2,7 @@
 # memory for every data type NumPy holds (bfloat16 and the small floats through ml_dtypes;
 # the packed sub-byte types as an unpacked copy, one element per byte as ml_dtypes holds
 # them), a clear TypeError for the others, never an array of objects; contiguous(); the
-# values as Python objects (tolist, item, float(t) ..., read by dlinterop._values), their
+# values as Python objects (tolist, item, float(t) ..., read by dlinterop._lib.values), their
 # element-wise comparison (==, !=, in) and their text in repr.
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi (the host hint),
 # copies.pxi, creation.pxi (bool results), bridge.pxi (asarray), pickling.pxi (_RawBytes),
@@ -81,7 +81,7 @@ cdef object _read_values(Tensor t, bint flat):
     cdef Tensor src = _contiguous(t)
     cdef int64_t count
     cdef bytes codes
-    from dlinterop import _values
+    from dlinterop._lib import values as _values
     if _is_packed_subbyte(src.dl.dtype):
         # One code per byte, unpacked here in C: reading packed bits in Python is slow.
         count = element_count(&src.dl)
@@ -110,7 +110,7 @@ cdef object _compare(Tensor t, object other, bint negate):
             u = asarray(other)
         except (TypeError, ValueError, BufferError):
             return NotImplemented
-    from dlinterop import _values
+    from dlinterop._lib import values as _values
     result, shape = _values.equal(_read_values(t, True), _shape_of(t), _read_values(u, True),
                                   _shape_of(u), negate)
     cdef Tensor out = _new_from_python(shape, bool_, "cpu", DEFAULT_ALIGNMENT, False, False)
@@ -148,7 +148,7 @@ cdef object _values_text(Tensor t, int indent):
     for i in range(t.dl.ndim):
         if t.dl.shape[i] == 0:
             return "[]"
-    from dlinterop import _values
+    from dlinterop._lib import values as _values
     text = _values.formatter(dtype_from_dl(t.dl.dtype))
     try:
         # In Python ints: a broadcast view can name more elements than an int64 counts.

@@ -147,7 +147,7 @@ cdef bytes _encode_scalar(DType dt, object value):
         return struct.pack("<HH", _bfloat16_bits(value.real), _bfloat16_bits(value.imag))
     if code == kDLInt or code == kDLUInt:
         return bytes([_subbyte_int_code(dt, value)])
-    from dlinterop import _minifloat
+    from dlinterop._lib import minifloat as _minifloat
     name = "float4_e2m1fn" if dt is float4_e2m1fn_x2 else dt.name
     return bytes([_minifloat.encode(name, float(value))])
 

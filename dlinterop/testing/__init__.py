@@ -21,6 +21,11 @@ returns a Framework; it runs in the child process too), or a Framework object (c
 this process).
 """
 
+if getattr(__import__("dlinterop"), "_borrowed_compiled_modules", False):
+    # Run from a source checkout (dlinterop/__init__.py): the compiled _conformance is in
+    # the installed copy's testing/.
+    __path__ = __import__("pkgutil").extend_path(__path__, __name__)
+
 from dlinterop.testing._frameworks import FRAMEWORKS, Framework, framework
 from dlinterop.testing._model import ROLES, RULES, NotApplicable, Report, Result, Rule  # noqa: F401
 

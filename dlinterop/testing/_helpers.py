@@ -1,12 +1,12 @@
-"""What the rules share: reading capsules natively (dlinterop._conformance) and the values
-and bytes a rule compares."""
+"""What the rules share: reading capsules natively (dlinterop.testing._conformance) and
+the values and bytes a rule compares."""
 
 from dlinterop.testing._frameworks import _np, _numpy_dtype
 from dlinterop.testing._model import IS_SUBBYTE_TYPE_PADDED, NotApplicable, _fail
 
 
 def _native():
-    from dlinterop import _conformance
+    from dlinterop.testing import _conformance
 
     return _conformance
 

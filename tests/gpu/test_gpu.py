@@ -248,7 +248,7 @@ def _send_to_child(t):
 
 @pytest.mark.parametrize("dtype", ["float32", "int64"])
 def test_shared_cuda_tensor_crosses_to_a_spawned_child_without_a_copy(dtype):
-    from dlinterop import _multiprocessing
+    from dlinterop._integrations import multiprocessing as _multiprocessing
 
     t = dl.full((4, 8), 2, dtype, device="cuda", shared=True)
     assert t.is_shared and dl.share(t) is t

@@ -130,7 +130,7 @@ def test_a_crafted_header_is_a_clear_error():
                                     {"shape": [4], "dtype": 2}, {}])
 @pytest.mark.parametrize("family", ["deserialize_tensor", "cuda_deserialize_tensor"])
 def test_a_header_without_shape_or_type_is_a_clear_error(family, header):
-    from dlinterop import _dask
+    from dlinterop._integrations import dask as _dask
     with pytest.raises(ValueError, match="header holds its 'shape' and 'dtype'"):
         getattr(_dask, family)(dict(header, readonly=False), [bytes(32)])
 
@@ -138,7 +138,7 @@ def test_a_header_without_shape_or_type_is_a_clear_error(family, header):
 @pytest.mark.parametrize("count", [0, 2])
 @pytest.mark.parametrize("family", ["deserialize_tensor", "cuda_deserialize_tensor"])
 def test_a_tensor_is_one_frame(family, count):
-    from dlinterop import _dask
+    from dlinterop._integrations import dask as _dask
     header = {"shape": [4], "dtype": [2, 64, 1], "readonly": False}
     with pytest.raises(ValueError, match="one frame"):
         getattr(_dask, family)(header, [bytearray(32)] * count)
@@ -153,7 +153,7 @@ def test_a_tensor_is_one_frame(family, count):
     ([2 ** 40], "0 bytes do not hold"),                            # was a 4 TiB allocation
     ([2 ** 62], "overflows"), ([-1], "negative"), ([2] * 65, "at most 64 dimensions")])
 def test_a_cuda_header_for_an_empty_frame_is_checked(shape, error):
-    from dlinterop import _dask
+    from dlinterop._integrations import dask as _dask
     buffers = dl.memory_stats()["live_buffers"]
     with pytest.raises(ValueError, match=error):
         _dask.cuda_deserialize_tensor({"shape": shape, "dtype": [2, 32, 1]},
@@ -173,7 +173,7 @@ def test_a_crafted_cuda_header_through_distributed_is_a_clear_error():
 @pytest.mark.parametrize("shape,dtype", [([3], [2, 32, 1]), ([1], [2, 32, 1]),
                                          ([2, 2], [2, 32, 1]), ([1], [2, 16, 1])])
 def test_a_cuda_header_must_take_exactly_the_frames_bytes(shape, dtype):
-    from dlinterop import _dask
+    from dlinterop._integrations import dask as _dask
     with pytest.raises(ValueError, match="8 bytes do not hold"):
         _dask.cuda_deserialize_tensor({"shape": shape, "dtype": dtype}, [dl.zeros(8, dl.uint8)])
 
@@ -181,14 +181,14 @@ def test_a_cuda_header_must_take_exactly_the_frames_bytes(shape, dtype):
 @pytest.mark.parametrize("dtype,error", [([99, 8, 1], ValueError), ([2, 32], TypeError),
                                          (["2", 32, 1], TypeError)])
 def test_a_cuda_header_with_a_crafted_type_is_a_clear_error(dtype, error):
-    from dlinterop import _dask
+    from dlinterop._integrations import dask as _dask
     with pytest.raises(error):
         _dask.cuda_deserialize_tensor({"shape": [2], "dtype": dtype}, [dl.zeros(8, dl.uint8)])
 
 
 def test_a_cuda_header_for_packed_elements_is_refused():
     # The cuda family's serializer sends packed types through the dask family.
-    from dlinterop import _dask
+    from dlinterop._integrations import dask as _dask
     with pytest.raises(ValueError, match="packed float4_e2m1fn"):
         _dask.cuda_deserialize_tensor({"shape": [4], "dtype": [17, 4, 1]},
                                       [dl.zeros(2, dl.uint8)])
@@ -196,7 +196,7 @@ def test_a_cuda_header_for_packed_elements_is_refused():
 
 @pytest.mark.parametrize("shape", [[2, 3], [6], [], [0, 4]])
 def test_a_cuda_header_that_fits_views_the_frame(shape):
-    from dlinterop import _dask
+    from dlinterop._integrations import dask as _dask
     count = int(np.prod(shape))
     frame = dl.from_dlpack(np.arange(count, dtype=np.float32).view(np.uint8))
     back = _dask.cuda_deserialize_tensor({"shape": shape, "dtype": [2, 32, 1]}, [frame])
@@ -211,7 +211,7 @@ def test_a_host_tensor_is_not_the_cuda_familys():
     # The cuda family (UCX's) carries CUDA Tensors only: a host Tensor goes on to the next.
     from distributed.protocol import serialize
     from distributed.protocol.cuda import cuda_serialize
-    assert cuda_serialize.dispatch(dl.Tensor).__module__ == "dlinterop._dask"
+    assert cuda_serialize.dispatch(dl.Tensor).__module__ == "dlinterop._integrations.dask"
     header, _frames = serialize(dl.from_dlpack(np.arange(3.0)), serializers=["cuda", "dask"])
     assert header["serializer"] == "dask"
 
@@ -223,8 +223,9 @@ def test_registered_whichever_is_imported_first():
     check = ("import dlinterop as dl\n"
              "from distributed.protocol.serialize import dask_serialize\n"
              "from distributed.protocol.cuda import cuda_serialize\n"
-             "assert dask_serialize.dispatch(dl.Tensor).__module__ == 'dlinterop._dask'\n"
-             "assert cuda_serialize.dispatch(dl.Tensor).__module__ == 'dlinterop._dask'\n")
+             "ours = 'dlinterop._integrations.dask'\n"
+             "assert dask_serialize.dispatch(dl.Tensor).__module__ == ours\n"
+             "assert cuda_serialize.dispatch(dl.Tensor).__module__ == ours\n")
     for first in ("import dlinterop\n", "import distributed\n", "import dask.sizeof\n"):
         proc = subprocess.run([sys.executable, "-c", first + check], capture_output=True,
                               text=True, timeout=120)

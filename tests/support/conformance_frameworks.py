@@ -5,7 +5,7 @@ import faulthandler
 
 import numpy as np
 
-from dlinterop import _conformance
+from dlinterop.testing import _conformance
 from dlinterop.testing import Framework, framework
 
 

@@ -53,7 +53,7 @@ def send_and_exit(conn, t):
 
 def send_and_exit_without_waiting(conn, t):
     """Sends `t` and a word after it, and exits without waiting for its receiver."""
-    from dlinterop import _multiprocessing
+    from dlinterop._integrations import multiprocessing as _multiprocessing
 
     _multiprocessing._HANDOVER_WAIT = 0
     conn.send(t)
@@ -72,7 +72,7 @@ class _GoneSegment:
     """A segment whose descriptor was to come from a resource sharer that is gone."""
 
     def __reduce__(self):
-        from dlinterop import _multiprocessing
+        from dlinterop._integrations import multiprocessing as _multiprocessing
 
         gone = _multiprocessing._Handover.__new__(_multiprocessing._Handover)
         gone._id, gone._sender = ("\0dlinterop-tests-nobody-listens", 1), os.getpid()
@@ -84,7 +84,7 @@ class _UnreceivableTensor:
     gone, as a worker killed right after returning it)."""
 
     def __reduce__(self):
-        from dlinterop import _multiprocessing
+        from dlinterop._integrations import multiprocessing as _multiprocessing
 
         return (_multiprocessing._rebuild_tensor,
                 (_GoneSegment(), 0, (4,), (1,), (2, 32, 1), False))

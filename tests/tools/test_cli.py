@@ -158,7 +158,7 @@ def test_a_framework_that_cannot_be_set_up_fails_strict():
 
 
 def test_bench_says_which_peers_are_not_installed(monkeypatch):
-    from dlinterop import _bench
+    from dlinterop._cli import bench as _bench
     real = _bench.importlib.import_module
 
     def without_torch(name):

@@ -168,7 +168,7 @@ def test_cli_strict_fails_for_a_failing_framework_and_lists_rules():
 
 
 def test_malformed_producers_count_their_deleter_calls():
-    from dlinterop import _conformance
+    from dlinterop.testing import _conformance
     import gc
 
     import dlinterop as dl

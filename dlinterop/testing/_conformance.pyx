@@ -5,7 +5,7 @@ producers built to order (well-formed or malformed), whose deleters count their 
 so that a consumer that leaks or double-frees is seen. Nothing here uses ctypes.
 
 What it uses of the core is only the DLPack structs (dlinterop/dlpack.pxd); see
-dlinterop/_conformance.pxd."""
+dlinterop/testing/_conformance.pxd."""
 cimport cython
 from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t, uint8_t, uint64_t, uintptr_t

@@ -26,7 +26,7 @@ _TOKENIZE = "dask.tokenize"
 def register_sizeof(sizeof):
     """The ``dask.sizeof`` entry point: Dask calls it with its ``sizeof`` dispatcher."""
     from dlinterop import Tensor
-    from dlinterop._after_import import when_imported
+    from dlinterop._integrations.after_import import when_imported
 
     @sizeof.register(Tensor)
     def sizeof_tensor(t):

@@ -1,14 +1,14 @@
 """A Tensor's element values as Python objects (Tensor.tolist, Tensor.item, float(t), ...),
 for every DLPack data type, with the standard library alone: the struct module's formats
 where it has one, bfloat16 through float32's bit pattern, complex types as pairs, the
-float8/float6/float4 formats through dlinterop._minifloat, sub-byte integers as two's
+float8/float6/float4 formats through dlinterop._lib.minifloat, sub-byte integers as two's
 complement codes. Vector types (lanes > 1) give a tuple per element. Every path is linear
 in the number of elements; text() writes a value with as few digits as its type needs.
 """
 
 import struct
 
-from dlinterop import _minifloat
+from dlinterop._lib import minifloat as _minifloat
 
 # data type code -> how one lane is read
 _INT, _UINT, _FLOAT, _BFLOAT, _COMPLEX, _BOOL, _BCOMPLEX = 0, 1, 2, 4, 5, 6, 18

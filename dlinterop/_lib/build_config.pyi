@@ -1,4 +1,4 @@
-# dlinterop/_build_config.py is written by CMake at build time (from _build_config.py.in).
+# dlinterop/_lib/build_config.py is written by CMake at build time (from build_config.py.in).
 cython_version: str
 cuda_built: bool
 cuda_toolkit_version: str | None

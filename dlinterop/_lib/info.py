@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib.util  # noqa: F401  (used below as importlib.util, where importlib is local)
 import os
 
-from dlinterop import _build_config
 from dlinterop._core import __dlpack_version__
+from dlinterop._lib import build_config as _build_config
 
 TYPE_CHECKING = False  # not typing's: importing dlinterop stays free of typing
 if TYPE_CHECKING:
@@ -26,9 +26,10 @@ PEERS = {
 
 def get_include() -> str:
     """The directory holding dlpack/dlpack.h, for a downstream extension's -I."""
-    # _build_config is written by the build, so it sits in the installed package even when
-    # an editable install serves the Python sources from a checkout.
-    return os.path.join(os.path.dirname(os.path.abspath(_build_config.__file__)), "include")
+    # _build_config is written by the build, so it sits in the installed package (in its
+    # _lib/) even when an editable install serves the Python sources from a checkout.
+    package = os.path.dirname(os.path.dirname(os.path.abspath(_build_config.__file__)))
+    return os.path.join(package, "include")
 
 
 def _installed_version(module: str, distribution: str) -> str | None:

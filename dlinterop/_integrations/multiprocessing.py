@@ -21,7 +21,7 @@ of the pool with it), it becomes the exception of that one result instead.
 
 The reducers are registered with ForkingPickler as soon as multiprocessing.reduction is
 imported, without importing it here: import dlinterop must not import multiprocessing (it
-costs milliseconds), so until it is imported an import hook waits for it (_after_import).
+costs milliseconds), so until it is imported an import hook waits for it (after_import).
 """
 
 import _thread
@@ -331,7 +331,7 @@ def install():
     already, else when they will be. (Each of the pools' modules imports
     multiprocessing.reduction while it runs: waited for from there, they would be found
     half made.)"""
-    from dlinterop._after_import import when_imported
+    from dlinterop._integrations.after_import import when_imported
 
     when_imported(_REDUCTION, _register)
     when_imported("multiprocessing.pool", _receive_pool_results)

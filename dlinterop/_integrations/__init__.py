@@ -1,0 +1,10 @@
+"""dlinterop's optional integrations: how Tensors plug into libraries that may never be
+used in a process, at no import cost.
+
+- dask: Dask's sizeof, tokenize and distributed's serialization families, loaded by Dask
+  through the `dask.sizeof` entry point (pyproject.toml), never by `import dlinterop`.
+- multiprocessing: multiprocessing's reducers for shared Tensors (handles, not bytes),
+  installed by `import dlinterop` and registered once multiprocessing is imported.
+- after_import: the hook both register through: a function run once a module has run,
+  without importing it.
+"""
