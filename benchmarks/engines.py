@@ -16,6 +16,7 @@ be told apart on this machine. The engines are optional: one that is not install
 so and skipped. This file imports nothing from its own folder and defines the tasks here,
 so that the engines' workers can import it by name or receive it by value.
 """
+
 import argparse
 import statistics
 import sys
@@ -27,16 +28,19 @@ KINDS = ("dlinterop", "numpy")
 
 def make(kind, mib):
     import numpy as np
+
     a = np.ones(mib * MIB // 4, dtype=np.float32)
     if kind == "numpy":
         return a
     import dlinterop as dl
+
     return dl.from_dlpack(a).copy()
 
 
 def first_value(x):
     """A task's work: read one element (the memory is really mapped) and report it."""
     import numpy as np
+
     return float(np.from_dlpack(x)[0])
 
 
@@ -66,7 +70,7 @@ def _paired(functions, repeats):
     samples = {kind: [] for kind in functions}
     kinds = list(functions)
     for k in range(repeats):
-        for kind in kinds[k % len(kinds):] + kinds[:k % len(kinds)]:
+        for kind in kinds[k % len(kinds) :] + kinds[: k % len(kinds)]:
             function, number = functions[kind], numbers[kind]
             start = time.perf_counter()
             for _ in range(number):
@@ -78,18 +82,29 @@ def _paired(functions, repeats):
 def ray_rows(mib, repeats):
     import cloudpickle
     import ray
+
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
-             object_store_memory=max(4 * mib * MIB, 512 * MIB), configure_logging=False)
+    ray.init(
+        num_cpus=4,
+        include_dashboard=False,
+        log_to_driver=False,
+        object_store_memory=max(4 * mib * MIB, 512 * MIB),
+        configure_logging=False,
+    )
     try:
         read = ray.remote(first_value)
         refs = {kind: ray.put(make(kind, mib)) for kind in KINDS}
         return {
             f"ray.get of a put {mib} MiB object": _paired(
-                {kind: (lambda ref=ref: ray.get(ref)) for kind, ref in refs.items()}, repeats),
+                {kind: (lambda ref=ref: ray.get(ref)) for kind, ref in refs.items()}, repeats
+            ),
             "four tasks reading one reference": _paired(
-                {kind: (lambda ref=ref: ray.get([read.remote(ref) for _ in range(4)]))
-                 for kind, ref in refs.items()}, repeats),
+                {
+                    kind: (lambda ref=ref: ray.get([read.remote(ref) for _ in range(4)]))
+                    for kind, ref in refs.items()
+                },
+                repeats,
+            ),
         }
     finally:
         ray.shutdown()
@@ -99,11 +114,19 @@ def dask_rows(mib, repeats):
     import cloudpickle
     import dask
     import distributed
+
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    with dask.config.set({"distributed.admin.low-level-log-length": 0}), \
-            distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                     dashboard_address=None, memory_limit=0) as cluster, \
-            distributed.Client(cluster) as client:
+    with (
+        dask.config.set({"distributed.admin.low-level-log-length": 0}),
+        distributed.LocalCluster(
+            n_workers=2,
+            processes=True,
+            threads_per_worker=1,
+            dashboard_address=None,
+            memory_limit=0,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
 
         def round_trip(x):
             future = client.scatter(x, direct=True)
@@ -112,8 +135,11 @@ def dask_rows(mib, repeats):
             del future, result, back
 
         data = {kind: make(kind, mib) for kind in KINDS}
-        return {f"scatter + task + gather, {mib} MiB": _paired(
-            {kind: (lambda x=x: round_trip(x)) for kind, x in data.items()}, repeats)}
+        return {
+            f"scatter + task + gather, {mib} MiB": _paired(
+                {kind: (lambda x=x: round_trip(x)) for kind, x in data.items()}, repeats
+            )
+        }
 
 
 def main(argv=None):
@@ -123,8 +149,10 @@ def main(argv=None):
     parser.add_argument("--only", choices=("ray", "dask"))
     args = parser.parse_args(argv)
     engines = {"ray": ray_rows, "dask": dask_rows}
-    print(f"{'':44} {'dlinterop':>10} {'numpy':>10} {'ratio':>7} {'paired ratios':>15}   "
-          f"(ms per call, median of {args.repeats})")
+    print(
+        f"{'':44} {'dlinterop':>10} {'numpy':>10} {'ratio':>7} {'paired ratios':>15}   "
+        f"(ms per call, median of {args.repeats})"
+    )
     for name, rows_of in engines.items():
         if args.only not in (None, name):
             continue
@@ -136,8 +164,11 @@ def main(argv=None):
         for row, samples in rows_of(args.mib, args.repeats).items():
             ours, theirs = (statistics.median(samples[kind]) for kind in KINDS)
             paired = [a / b for a, b in zip(samples["dlinterop"], samples["numpy"])]
-            print(f"{name + ': ' + row:44} {ours:10.3f} {theirs:10.3f} {ours / theirs:6.2f}x "
-                  f"{min(paired):6.2f}-{max(paired):.2f}x", flush=True)
+            print(
+                f"{name + ': ' + row:44} {ours:10.3f} {theirs:10.3f} {ours / theirs:6.2f}x "
+                f"{min(paired):6.2f}-{max(paired):.2f}x",
+                flush=True,
+            )
     return 0
 
 

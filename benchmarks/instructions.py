@@ -9,6 +9,7 @@ count per call. BLAS runs one thread (an idle pool's spinning is counted too and
     python benchmarks/instructions.py                 # the NumPy import/export comparisons
     python benchmarks/instructions.py -n 20000 "dl.from_dlpack(a)" "np.from_dlpack(a)"
 """
+
 import argparse
 import os
 import re
@@ -26,8 +27,13 @@ t = dl.from_dlpack(np.arange(16, dtype=np.float32)).copy()
 """
 
 # The pairs the NumPy targets compare (issue 14): ours first, then NumPy's.
-DEFAULT = ["dl.from_dlpack(a)", "np.from_dlpack(a)", "np.from_dlpack(t)",
-           "t.__dlpack__(max_version=(1, 3))", "a.__dlpack__(max_version=(1, 0))"]
+DEFAULT = [
+    "dl.from_dlpack(a)",
+    "np.from_dlpack(a)",
+    "np.from_dlpack(t)",
+    "t.__dlpack__(max_version=(1, 3))",
+    "a.__dlpack__(max_version=(1, 0))",
+]
 
 RUNNER = """
 import timeit
@@ -46,11 +52,28 @@ def total_instructions(statement, number, setup):
         # A fixed hash seed, so that start-up and imports cost the same in every run.
         # One BLAS thread: callgrind counts every thread, and an idle BLAS pool spinning
         # for a time that varies from run to run made the counts wander by several percent.
-        env = dict(os.environ, PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1",
-                   OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        env = dict(
+            os.environ,
+            PYTHONHASHSEED="0",
+            OPENBLAS_NUM_THREADS="1",
+            OMP_NUM_THREADS="1",
+            MKL_NUM_THREADS="1",
+        )
         prefix = ["setarch", "-R"] if shutil.which("setarch") else []
-        subprocess.run([*prefix, "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                        sys.executable, "-c", code], check=True, capture_output=True, env=env)
+        subprocess.run(
+            [
+                *prefix,
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={out}",
+                sys.executable,
+                "-c",
+                code,
+            ],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
         with open(out) as f:
             for line in f:
                 match = re.match(r"(?:summary|totals):\s+(\d+)", line)
@@ -64,8 +87,13 @@ def main(argv=None):
     parser.add_argument("statements", nargs="*", default=DEFAULT)
     parser.add_argument("-n", "--number", type=int, default=50000)
     parser.add_argument("--setup", default=SETUP)
-    parser.add_argument("-r", "--repeat", type=int, default=1,
-                        help="measure each statement this many times and print the median")
+    parser.add_argument(
+        "-r",
+        "--repeat",
+        type=int,
+        default=1,
+        help="measure each statement this many times and print the median",
+    )
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None:
         print("valgrind is not installed", file=sys.stderr)

@@ -13,6 +13,7 @@ the input's shape. Builds go to a cache folder outside the checkout, keyed by th
 and the compiler flags' hash, so a run after the first costs no compile.
 
 This file imports nothing from its own folder, so it runs as a script as well as a module."""
+
 import hashlib
 import importlib.util
 import os
@@ -24,8 +25,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-CYTHON_KERNELS = os.path.join(REPO, "examples", "downstream", "src", "dlinterop_downstream",
-                              "_kernels.pyx")
+CYTHON_KERNELS = os.path.join(
+    REPO, "examples", "downstream", "src", "dlinterop_downstream", "_kernels.pyx"
+)
 
 NANOBIND_SOURCE = r"""
 #include <nanobind/nanobind.h>
@@ -120,9 +122,12 @@ def build_cython_kernels():
     with open(CYTHON_KERNELS, "rb") as f:
         source = f.read()
     include_roots = [os.path.dirname(path) for path in dl.__path__]
-    pxds = b"".join(open(os.path.join(p, "dlinterop", n), "rb").read()
-                    for p in include_roots for n in ("_core.pxd", "frameworks.pxd", "tensor.pxd")
-                    if os.path.isfile(os.path.join(p, "dlinterop", n)))
+    pxds = b"".join(
+        open(os.path.join(p, "dlinterop", n), "rb").read()
+        for p in include_roots
+        for n in ("_core.pxd", "frameworks.pxd", "tensor.pxd")
+        if os.path.isfile(os.path.join(p, "dlinterop", n))
+    )
     key = _key(source, pxds, EXT, sys.version, dl.__version__)
     directory = os.path.join(cache_dir(), f"cython-{key}")
     target = os.path.join(directory, "dl_kernels" + EXT)
@@ -135,9 +140,21 @@ def build_cython_kernels():
         for root in include_roots:
             command += ["-I", root]
         subprocess.run(command + [pyx, "-o", c_file], check=True, capture_output=True)
-        subprocess.run(_compiler_base() + [
-            "-O2", "-I", sysconfig.get_paths()["include"], "-I", dl.get_include(),
-            c_file, "-o", target + ".tmp"], check=True, capture_output=True)
+        subprocess.run(
+            _compiler_base()
+            + [
+                "-O2",
+                "-I",
+                sysconfig.get_paths()["include"],
+                "-I",
+                dl.get_include(),
+                c_file,
+                "-o",
+                target + ".tmp",
+            ],
+            check=True,
+            capture_output=True,
+        )
         os.replace(target + ".tmp", target)
     return _load("dl_kernels", target)
 
@@ -160,13 +177,25 @@ def build_nanobind_extension(abort_on_leak=False):
     include = nanobind.include_dir()
     robin_map = os.path.join(os.path.dirname(include), "ext", "robin_map", "include")
     combined = os.path.join(nanobind.source_dir(), "nb_combined.cpp")
-    flags = ["-O2", "-std=c++17", "-fPIC", "-fvisibility=hidden", "-DNDEBUG",
-             "-DNB_COMPACT_ASSERTIONS", "-I", sysconfig.get_paths()["include"],
-             "-I", include, "-I", robin_map] + (["-DNB_ABORT_ON_LEAK"] if abort_on_leak else [])
+    flags = [
+        "-O2",
+        "-std=c++17",
+        "-fPIC",
+        "-fvisibility=hidden",
+        "-DNDEBUG",
+        "-DNB_COMPACT_ASSERTIONS",
+        "-I",
+        sysconfig.get_paths()["include"],
+        "-I",
+        include,
+        "-I",
+        robin_map,
+    ] + (["-DNB_ABORT_ON_LEAK"] if abort_on_leak else [])
     if sysconfig.get_config_var("Py_GIL_DISABLED"):
         flags.append("-DNB_FREE_THREADED")
-    key = _key(NANOBIND_SOURCE, " ".join(flags), getattr(nanobind, "__version__", "?"), EXT,
-               sys.version)
+    key = _key(
+        NANOBIND_SOURCE, " ".join(flags), getattr(nanobind, "__version__", "?"), EXT, sys.version
+    )
     directory = os.path.join(cache_dir(), f"nanobind-{key}")
     target = os.path.join(directory, "nb_kernels" + EXT)
     if not os.path.isfile(target):
@@ -180,11 +209,13 @@ def build_nanobind_extension(abort_on_leak=False):
         objects = []
         for name, path in (("nb_combined", combined), ("nb_kernels", source)):
             obj = os.path.join(directory, name + ".o")
-            subprocess.run([compiler, *flags, "-c", path, "-o", obj], check=True,
-                           capture_output=True)
+            subprocess.run(
+                [compiler, *flags, "-c", path, "-o", obj], check=True, capture_output=True
+            )
             objects.append(obj)
-        subprocess.run([compiler, "-shared", *objects, "-o", target + ".tmp"], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [compiler, "-shared", *objects, "-o", target + ".tmp"], check=True, capture_output=True
+        )
         os.replace(target + ".tmp", target)
     return target
 

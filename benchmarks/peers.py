@@ -1,5 +1,6 @@
 """The libraries the side-by-side runner times: dlinterop and each installed peer imported,
 the inputs the rows' statements name, and the compiled kernels of benchmarks/kernels.py."""
+
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ def load_libraries(wanted):
     import numpy as np
 
     import dlinterop as dl
+
     namespace.update(dl=dl, np=np)
     versions["dlinterop"] = dl.__version__
     versions["numpy"] = np.__version__
@@ -55,8 +57,8 @@ def build_inputs(ns):
 
     def numpy_layouts(prefix, make):
         ns[prefix] = make((SMALL,))
-        ns[prefix + "_strided"] = make((8, 32))[:, ::2]        # (8, 16), every other column
-        ns[prefix + "_transposed"] = make((16, 8)).T           # (8, 16), Fortran order
+        ns[prefix + "_strided"] = make((8, 32))[:, ::2]  # (8, 16), every other column
+        ns[prefix + "_transposed"] = make((16, 8)).T  # (8, 16), Fortran order
         ns[prefix + "_1"] = make((1,))
         ns[prefix + "_64m"] = make((BIG,))
 
@@ -105,8 +107,10 @@ def load_kernels(ns, notes):
         import kernels
     finally:
         sys.path.pop(0)
-    for name, build in (("dl_kernels", kernels.build_cython_kernels),
-                        ("nb_kernels", kernels.build_nanobind_kernels)):
+    for name, build in (
+        ("dl_kernels", kernels.build_cython_kernels),
+        ("nb_kernels", kernels.build_nanobind_kernels),
+    ):
         try:
             module = build()
         except (OSError, subprocess.CalledProcessError) as exc:

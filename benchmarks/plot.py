@@ -1,11 +1,17 @@
 """The side-by-side runner's figure (--plot): its main rows as a bar chart."""
+
 from benchmarks.rows import HEADINGS, SMALL
 
 # The rows the plot shows: the everyday exchanges, one or two per section.
 PLOTTED_ROWS = (
-    "__dlpack__()", "from_dlpack(NumPy array)", "from_dlpack(torch tensor)",
-    "np.from_dlpack(·)", "torch.from_dlpack(·)", "X.from_dlpack(X's tensor)",
-    f"empty(({SMALL},), float32)", f"copy, {SMALL} float32",
+    "__dlpack__()",
+    "from_dlpack(NumPy array)",
+    "from_dlpack(torch tensor)",
+    "np.from_dlpack(·)",
+    "torch.from_dlpack(·)",
+    "X.from_dlpack(X's tensor)",
+    f"empty(({SMALL},), float32)",
+    f"copy, {SMALL} float32",
 )
 
 
@@ -30,17 +36,23 @@ def plot(rows, libraries, path, title):
         bars = axes.barh(positions, values, height, label=HEADINGS.get(column, column))
         for bar, value in zip(bars, values):
             if value:
-                axes.text(value * 1.05, bar.get_y() + bar.get_height() / 2, f"{value:,.0f}",
-                          va="center", fontsize=6)
+                axes.text(
+                    value * 1.05,
+                    bar.get_y() + bar.get_height() / 2,
+                    f"{value:,.0f}",
+                    va="center",
+                    fontsize=6,
+                )
     axes.set_yticks(range(len(shown)), [row.name for row in shown], fontsize=8)
     axes.invert_yaxis()
     axes.set_xscale("log")
     largest = max(value for row in shown for value in row.values.values())
-    axes.set_xlim(right=largest * 4)      # room for the labels of the longest bars
+    axes.set_xlim(right=largest * 4)  # room for the labels of the longest bars
     axes.set_xlabel("ns per call (median; log scale; shorter is faster)")
     axes.set_title(title, fontsize=8, pad=22)
-    axes.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0),
-                ncol=len(columns), frameon=False)
+    axes.legend(
+        fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(columns), frameon=False
+    )
     figure.tight_layout()
     figure.savefig(path, metadata={"Date": None} if path.endswith(".svg") else None)
     plt.close(figure)

@@ -8,6 +8,7 @@ Each measure is one round trip (the pool or the child started beforehand), repea
 median in ms is reported. Used by the side-by-side runner (timing.py) and the asv suite.
 This file imports nothing from its own folder, and the child's work is defined here, so
 that spawned children can import it by name."""
+
 import concurrent.futures
 import multiprocessing
 import pickle
@@ -62,7 +63,7 @@ def executor_round_trip_ms(kind, method, repeats, elements=ELEMENTS):
     x = make(kind, elements)
     ctx = multiprocessing.get_context(method)
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
-        pool.submit(echo, 1).result()            # the worker is up
+        pool.submit(echo, 1).result()  # the worker is up
         samples = []
         for _ in range(repeats):
             start = time.perf_counter()

@@ -1,5 +1,6 @@
 """The side-by-side runner's report: a table per section (values, the ratio to the best
 peer, each target and whether it is met), and each row summarised as data for --json."""
+
 from benchmarks.rows import HEADINGS, PEERS, SMALL
 
 SECTION_TITLES = {
@@ -10,9 +11,9 @@ SECTION_TITLES = {
     "allocation": "Allocation: column = library",
     "copy": "Copies: column = library",
     "exchange": "C exchange API: dlinterop importing a torch tensor through torch's table and "
-                "through its __dlpack__, beside torch and tvm-ffi",
+    "through its __dlpack__, beside torch and tvm-ffi",
     "way out": "The way out: a tensor handed back as the caller's type, and a trivial kernel "
-               "(one float32 tensor in, a new one of the caller's type out)",
+    "(one float32 tensor in, a new one of the caller's type out)",
     "scaling": "Size scaling: dlinterop exchanges at 1 element and at 64 MiB (float32)",
     "import time": "Import time (ms, fresh subprocess) and RSS growth (KiB) over round trips",
     "processes": "Across processes (ms per round trip, median): column = what is sent",
@@ -42,14 +43,26 @@ def summarise(row):
     ratio = mine / peer_value if mine is not None and peer_value else None
     measured, met = row.target.evaluate(row.values) if row.target else (None, None)
     return {
-        "section": row.section, "name": row.name, "unit": row.unit,
-        "statements": row.statements, "values": row.values,
-        "errors": row.errors, **row.extra,
-        "best_peer": peer, "ratio_to_best_peer": ratio,
-        "target": None if row.target is None else {
-            "limit": row.target.limit, "reference": row.target.reference,
-            "subject": row.target.subject, "strict": row.target.strict,
-            "describe": row.target.describe(), "measured": measured, "met": met},
+        "section": row.section,
+        "name": row.name,
+        "unit": row.unit,
+        "statements": row.statements,
+        "values": row.values,
+        "errors": row.errors,
+        **row.extra,
+        "best_peer": peer,
+        "ratio_to_best_peer": ratio,
+        "target": None
+        if row.target is None
+        else {
+            "limit": row.target.limit,
+            "reference": row.target.reference,
+            "subject": row.target.subject,
+            "strict": row.target.strict,
+            "describe": row.target.describe(),
+            "measured": measured,
+            "met": met,
+        },
     }
 
 
@@ -71,9 +84,9 @@ def print_table(rows, columns, title, out, with_ratio=True):
             if column in row.values:
                 line += f"{format_value(row.values[column], row.unit):>11}"
             elif column in row.statements:
-                line += f"{'n/a':>11}"      # it raised: see "errors" in the JSON
+                line += f"{'n/a':>11}"  # it raised: see "errors" in the JSON
             else:
-                line += f"{'—':>11}"        # nothing comparable
+                line += f"{'—':>11}"  # nothing comparable
         summary = summarise(row)
         if with_ratio:
             ratio = summary["ratio_to_best_peer"]

@@ -1,32 +1,45 @@
 """The work the side-by-side runner (python -m benchmarks) times: the rows of its table, each
 one piece of work as one statement per column, and the issue's targets some rows carry. The
 statements name the inputs that peers.build_inputs makes."""
+
 import dataclasses
 
 # Peers in column order; dlinterop is always the first column.
 PEERS = ("numpy", "torch", "jax", "tvm_ffi")
 COLUMNS = ("dlinterop",) + PEERS
-HEADINGS = {"dlinterop": "dlinterop", "numpy": "numpy", "torch": "torch", "jax": "jax",
-            "nanobind": "nanobind",
-            "tvm_ffi": "tvm-ffi", "exchange API": "dl+table", "__dlpack__": "dl+dlpack"}
+HEADINGS = {
+    "dlinterop": "dlinterop",
+    "numpy": "numpy",
+    "torch": "torch",
+    "jax": "jax",
+    "nanobind": "nanobind",
+    "tvm_ffi": "tvm-ffi",
+    "exchange API": "dl+table",
+    "__dlpack__": "dl+dlpack",
+}
 
 # Per library: the name its small (16 float32 elements) tensor has in the timing namespace,
 # and the call that imports a DLPack object.
 OBJECT = {"dlinterop": "t", "numpy": "a", "torch": "x", "jax": "j", "tvm_ffi": "tv"}
-FROM_DLPACK = {"dlinterop": "dl.from_dlpack", "numpy": "np.from_dlpack",
-               "torch": "torch.from_dlpack", "jax": "jnp.from_dlpack",
-               "tvm_ffi": "tvm_ffi.from_dlpack"}
+FROM_DLPACK = {
+    "dlinterop": "dl.from_dlpack",
+    "numpy": "np.from_dlpack",
+    "torch": "torch.from_dlpack",
+    "jax": "jnp.from_dlpack",
+    "tvm_ffi": "tvm_ffi.from_dlpack",
+}
 
-SMALL = 16                       # elements of the small tensors
+SMALL = 16  # elements of the small tensors
 MIB = 1 << 20
-BIG = 64 * MIB // 4              # float32 elements in 64 MiB
+BIG = 64 * MIB // 4  # float32 elements in 64 MiB
 
 
 @dataclasses.dataclass(frozen=True)
 class Target:
     """A bound from the issue: value(subject) [/ value(reference)] <= limit (< when strict)."""
+
     limit: float
-    reference: str | None = None     # column the subject is divided by; None: absolute
+    reference: str | None = None  # column the subject is divided by; None: absolute
     subject: str = "dlinterop"
     strict: bool = False
 
@@ -55,101 +68,216 @@ class Target:
 class Row:
     section: str
     name: str
-    statements: dict             # column -> statement, timed in the namespace
+    statements: dict  # column -> statement, timed in the namespace
     target: Target | None = None
     unit: str = "ns"
-    needs: tuple = ()            # modules the whole row needs (a consumer, a go-between)
-    values: dict = dataclasses.field(default_factory=dict)   # column -> median
-    errors: dict = dataclasses.field(default_factory=dict)   # column -> why it did not run
-    extra: dict = dataclasses.field(default_factory=dict)    # more numbers, for the JSON
-    values_from: "Row | None" = None   # not timed: shows that row's values (another target)
+    needs: tuple = ()  # modules the whole row needs (a consumer, a go-between)
+    values: dict = dataclasses.field(default_factory=dict)  # column -> median
+    errors: dict = dataclasses.field(default_factory=dict)  # column -> why it did not run
+    extra: dict = dataclasses.field(default_factory=dict)  # more numbers, for the JSON
+    values_from: "Row | None" = None  # not timed: shows that row's values (another target)
 
 
 def per_library(template, libraries=COLUMNS, **fixed):
     """{column: template formatted with the column's object name and from_dlpack}."""
-    return {lib: template.format(obj=OBJECT[lib], from_dlpack=FROM_DLPACK[lib], **fixed)
-            for lib in libraries}
+    return {
+        lib: template.format(obj=OBJECT[lib], from_dlpack=FROM_DLPACK[lib], **fixed)
+        for lib in libraries
+    }
 
 
 def define_rows():
     rows = []
     add = rows.append
     export = "export"
-    add(Row(export, "__dlpack__()", per_library("{obj}.__dlpack__()"),
-            Target(0.8, "numpy")))
+    add(Row(export, "__dlpack__()", per_library("{obj}.__dlpack__()"), Target(0.8, "numpy")))
     versioned = per_library("{obj}.__dlpack__(max_version=(1, 0))")
     versioned["dlinterop"] = "t.__dlpack__(max_version=(1, 3))"
-    add(Row(export, "__dlpack__(max_version=(1,3); peers (1,0))", versioned,
-            Target(0.8, "numpy")))
-    add(Row(export, "__dlpack_device__()", per_library("{obj}.__dlpack_device__()"),
-            Target(0.8, "numpy")))
-    add(Row(export, "to_dlpack(tensor)",
-            {"dlinterop": "dl.to_dlpack(t)", "torch": "torch.utils.dlpack.to_dlpack(x)"}))
+    add(Row(export, "__dlpack__(max_version=(1,3); peers (1,0))", versioned, Target(0.8, "numpy")))
+    add(
+        Row(
+            export,
+            "__dlpack_device__()",
+            per_library("{obj}.__dlpack_device__()"),
+            Target(0.8, "numpy"),
+        )
+    )
+    add(
+        Row(
+            export,
+            "to_dlpack(tensor)",
+            {"dlinterop": "dl.to_dlpack(t)", "torch": "torch.utils.dlpack.to_dlpack(x)"},
+        )
+    )
     no_jax = [lib for lib in COLUMNS if lib != "jax"]
     for layout in ("strided", "transposed"):
-        add(Row(export, f"__dlpack__(), {layout} (8, 16)",
-                per_library("{obj}_%s.__dlpack__()" % layout, no_jax)))
-        add(Row(export, f"__dlpack__(max_version=(1, 0)), {layout}",
-                per_library("{obj}_%s.__dlpack__(max_version=(1, 0))" % layout, no_jax)))
+        add(
+            Row(
+                export,
+                f"__dlpack__(), {layout} (8, 16)",
+                per_library(f"{{obj}}_{layout}.__dlpack__()", no_jax),
+            )
+        )
+        add(
+            Row(
+                export,
+                f"__dlpack__(max_version=(1, 0)), {layout}",
+                per_library(f"{{obj}}_{layout}.__dlpack__(max_version=(1, 0))", no_jax),
+            )
+        )
 
     imports = "import"
-    for producer, label in (("numpy", "NumPy array"), ("torch", "torch tensor"),
-                            ("jax", "jax array"), ("tvm_ffi", "tvm-ffi tensor")):
+    for producer, label in (
+        ("numpy", "NumPy array"),
+        ("torch", "torch tensor"),
+        ("jax", "jax array"),
+        ("tvm_ffi", "tvm-ffi tensor"),
+    ):
         target = Target(0.5, "numpy") if producer == "numpy" else None
-        add(Row(imports, f"from_dlpack({label})",
-                per_library("{from_dlpack}(%s)" % OBJECT[producer]), target,
-                needs=() if producer == "numpy" else (producer,)))
+        add(
+            Row(
+                imports,
+                f"from_dlpack({label})",
+                per_library(f"{{from_dlpack}}({OBJECT[producer]})"),
+                target,
+                needs=() if producer == "numpy" else (producer,),
+            )
+        )
     for layout in ("strided", "transposed"):
-        add(Row(imports, f"from_dlpack(NumPy array, {layout})",
-                per_library("{from_dlpack}(a_%s)" % layout, no_jax)))
+        add(
+            Row(
+                imports,
+                f"from_dlpack(NumPy array, {layout})",
+                per_library(f"{{from_dlpack}}(a_{layout})", no_jax),
+            )
+        )
 
     consume = "consume"
-    for consumer, label in (("numpy", "np.from_dlpack"), ("torch", "torch.from_dlpack"),
-                            ("jax", "jnp.from_dlpack"), ("tvm_ffi", "tvm_ffi.from_dlpack")):
+    for consumer, label in (
+        ("numpy", "np.from_dlpack"),
+        ("torch", "torch.from_dlpack"),
+        ("jax", "jnp.from_dlpack"),
+        ("tvm_ffi", "tvm_ffi.from_dlpack"),
+    ):
         # Issue 14: NumPy takes a dl.Tensor in at most 0.9x the time of its own array.
-        target = (Target(0.9, "numpy") if consumer == "numpy" else
-                  Target(1.0, "numpy") if consumer == "torch" else None)
-        add(Row(consume, f"{label}(·)",
-                per_library("%s({obj})" % FROM_DLPACK[consumer]), target,
-                needs=(FROM_DLPACK[consumer].split(".")[0],)))
+        target = (
+            Target(0.9, "numpy")
+            if consumer == "numpy"
+            else Target(1.0, "numpy")
+            if consumer == "torch"
+            else None
+        )
+        add(
+            Row(
+                consume,
+                f"{label}(·)",
+                per_library(f"{FROM_DLPACK[consumer]}({{obj}})"),
+                target,
+                needs=(FROM_DLPACK[consumer].split(".")[0],),
+            )
+        )
 
     round_trip = "round trip"
     add(Row(round_trip, "X.from_dlpack(X's tensor)", per_library("{from_dlpack}({obj})")))
-    add(Row(round_trip, "X.from_dlpack(np.from_dlpack(X's))",
-            per_library("{from_dlpack}(np.from_dlpack({obj}))")))
-    add(Row(round_trip, "X.from_dlpack(torch.from_dlpack(X's))",
-            per_library("{from_dlpack}(torch.from_dlpack({obj}))"), needs=("torch",)))
-    add(Row(round_trip, "X.from_dlpack(X's.__dlpack__())  [capsule]",
-            {"dlinterop": "dl.from_dlpack(t.__dlpack__(max_version=(1, 3)))",
-             "torch": "torch.utils.dlpack.from_dlpack(x.__dlpack__())"}))
+    add(
+        Row(
+            round_trip,
+            "X.from_dlpack(np.from_dlpack(X's))",
+            per_library("{from_dlpack}(np.from_dlpack({obj}))"),
+        )
+    )
+    add(
+        Row(
+            round_trip,
+            "X.from_dlpack(torch.from_dlpack(X's))",
+            per_library("{from_dlpack}(torch.from_dlpack({obj}))"),
+            needs=("torch",),
+        )
+    )
+    add(
+        Row(
+            round_trip,
+            "X.from_dlpack(X's.__dlpack__())  [capsule]",
+            {
+                "dlinterop": "dl.from_dlpack(t.__dlpack__(max_version=(1, 3)))",
+                "torch": "torch.utils.dlpack.from_dlpack(x.__dlpack__())",
+            },
+        )
+    )
 
     alloc = "allocation"
     lib_calls = {"dlinterop": "dl", "numpy": "np", "torch": "torch", "jax": "jnp"}
-    add(Row(alloc, "empty((1024, 1024))  [np f64, others f32]",
+    add(
+        Row(
+            alloc,
+            "empty((1024, 1024))  [np f64, others f32]",
             {lib: f"{mod}.empty((1024, 1024))" for lib, mod in lib_calls.items()},
-            Target(1.2, "numpy")))
+            Target(1.2, "numpy"),
+        )
+    )
     for func in ("empty", "zeros"):
         for shape in ("(1024, 1024)", f"({SMALL},)"):
-            add(Row(alloc, f"{func}({shape}, float32)",
-                    {lib: f"{mod}.{func}({shape}, dtype={mod}.float32)"
-                     for lib, mod in lib_calls.items()}))
+            add(
+                Row(
+                    alloc,
+                    f"{func}({shape}, float32)",
+                    {
+                        lib: f"{mod}.{func}({shape}, dtype={mod}.float32)"
+                        for lib, mod in lib_calls.items()
+                    },
+                )
+            )
         if func == "empty":
-            add(Row(alloc, "empty((1024, 1024), float64)",
-                    {lib: f"{mod}.empty((1024, 1024), dtype={mod}.float64)"
-                     for lib, mod in lib_calls.items() if lib != "jax"}))
+            add(
+                Row(
+                    alloc,
+                    "empty((1024, 1024), float64)",
+                    {
+                        lib: f"{mod}.empty((1024, 1024), dtype={mod}.float64)"
+                        for lib, mod in lib_calls.items()
+                        if lib != "jax"
+                    },
+                )
+            )
 
     copy = "copy"
-    add(Row(copy, f"copy, {SMALL} float32",
-            {"dlinterop": "t.copy()", "numpy": "a.copy()", "torch": "x.clone()",
-             "jax": "j.copy()"}))
-    add(Row(copy, "copy, 4 MiB",
-            {"dlinterop": "t_4m.copy()", "numpy": "a_4m.copy()", "torch": "x_4m.clone()",
-             "jax": "j_4m.copy()"}))
-    add(Row(copy, "copy to contiguous, 4 MiB strided",
-            {"dlinterop": "t_4m_strided.copy()", "numpy": "a_4m_strided.copy()",
-             "torch": "x_4m_strided.contiguous()"}))
-    add(Row(copy, f"from_dlpack(NumPy array, copy=True), {SMALL}",
-            per_library("{from_dlpack}(a, copy=True)", ("dlinterop", "numpy", "torch", "jax"))))
+    add(
+        Row(
+            copy,
+            f"copy, {SMALL} float32",
+            {"dlinterop": "t.copy()", "numpy": "a.copy()", "torch": "x.clone()", "jax": "j.copy()"},
+        )
+    )
+    add(
+        Row(
+            copy,
+            "copy, 4 MiB",
+            {
+                "dlinterop": "t_4m.copy()",
+                "numpy": "a_4m.copy()",
+                "torch": "x_4m.clone()",
+                "jax": "j_4m.copy()",
+            },
+        )
+    )
+    add(
+        Row(
+            copy,
+            "copy to contiguous, 4 MiB strided",
+            {
+                "dlinterop": "t_4m_strided.copy()",
+                "numpy": "a_4m_strided.copy()",
+                "torch": "x_4m_strided.contiguous()",
+            },
+        )
+    )
+    add(
+        Row(
+            copy,
+            f"from_dlpack(NumPy array, copy=True), {SMALL}",
+            per_library("{from_dlpack}(a, copy=True)", ("dlinterop", "numpy", "torch", "jax")),
+        )
+    )
     return rows
 
 
@@ -161,15 +289,27 @@ def define_exchange_rows():
     through torch's __dlpack__ (the route without the table, which copy=False takes), beside
     torch's and tvm-ffi's own imports of the same tensor. One timing; two targets, so the
     second row shows the first row's values against the other reference."""
-    statements = {"exchange API": "dl.from_dlpack(x)",
-                  "__dlpack__": "dl.from_dlpack(x, copy=False)",
-                  "torch": "torch.from_dlpack(x)",
-                  "tvm_ffi": "tvm_ffi.from_dlpack(x)"}
-    timed = Row("exchange", "dl.from_dlpack(torch tensor) vs tvm-ffi", statements,
-                Target(1.0, "tvm_ffi", subject="exchange API"), needs=("torch",))
-    again = Row("exchange", "dl.from_dlpack(torch tensor) vs torch", {},
-                Target(0.1, "torch", subject="exchange API"), needs=("torch",),
-                values_from=timed)
+    statements = {
+        "exchange API": "dl.from_dlpack(x)",
+        "__dlpack__": "dl.from_dlpack(x, copy=False)",
+        "torch": "torch.from_dlpack(x)",
+        "tvm_ffi": "tvm_ffi.from_dlpack(x)",
+    }
+    timed = Row(
+        "exchange",
+        "dl.from_dlpack(torch tensor) vs tvm-ffi",
+        statements,
+        Target(1.0, "tvm_ffi", subject="exchange API"),
+        needs=("torch",),
+    )
+    again = Row(
+        "exchange",
+        "dl.from_dlpack(torch tensor) vs torch",
+        {},
+        Target(0.1, "torch", subject="exchange API"),
+        needs=("torch",),
+        values_from=timed,
+    )
     return [timed, again]
 
 
@@ -181,17 +321,32 @@ def define_way_out_rows():
     framework's own from_dlpack), and a trivial kernel (one tensor in, a new one of the
     caller's type out) written with dlinterop's Cython API beside the same with nanobind."""
     return [
-        Row("way out", "to_framework(t, like=torch) vs torch.from_dlpack(t)",
+        Row(
+            "way out",
+            "to_framework(t, like=torch) vs torch.from_dlpack(t)",
             {"dlinterop": "dl.to_framework(t, like=x)", "torch": "torch.from_dlpack(t)"},
-            Target(0.25, "torch"), needs=("torch",)),
-        Row("way out", "to_framework(t, like=NumPy) vs np.from_dlpack(t)",
-            {"dlinterop": "dl.to_framework(t, like=a)", "numpy": "np.from_dlpack(t)"}),
-        Row("way out", "kernel(NumPy array) -> NumPy array",
+            Target(0.25, "torch"),
+            needs=("torch",),
+        ),
+        Row(
+            "way out",
+            "to_framework(t, like=NumPy) vs np.from_dlpack(t)",
+            {"dlinterop": "dl.to_framework(t, like=a)", "numpy": "np.from_dlpack(t)"},
+        ),
+        Row(
+            "way out",
+            "kernel(NumPy array) -> NumPy array",
             {"dlinterop": "dl_kernels.identity(a)", "nanobind": "nb_kernels.identity(a)"},
-            Target(1.0, "nanobind"), needs=("dl_kernels", "nb_kernels")),
-        Row("way out", "kernel(torch tensor) -> torch tensor",
+            Target(1.0, "nanobind"),
+            needs=("dl_kernels", "nb_kernels"),
+        ),
+        Row(
+            "way out",
+            "kernel(torch tensor) -> torch tensor",
             {"dlinterop": "dl_kernels.identity(x)", "nanobind": "nb_kernels.identity_torch(x)"},
-            Target(1.0, "nanobind"), needs=("torch", "dl_kernels", "nb_kernels")),
+            Target(1.0, "nanobind"),
+            needs=("torch", "dl_kernels", "nb_kernels"),
+        ),
     ]
 
 
@@ -210,7 +365,13 @@ def define_scaling_rows():
         ("jnp.from_dlpack(t)", "jnp.from_dlpack(t{s})", ("jnp",)),
         ("tvm_ffi.from_dlpack(t)", "tvm_ffi.from_dlpack(t{s})", ("tvm_ffi",)),
     ]
-    return [Row("scaling", name, {"1 element": stmt.format(s="_1"),
-                                  "64 MiB": stmt.format(s="_64m")},
-                Target(1.1, "1 element", subject="64 MiB"), needs=needs)
-            for name, stmt, needs in exchanges]
+    return [
+        Row(
+            "scaling",
+            name,
+            {"1 element": stmt.format(s="_1"), "64 MiB": stmt.format(s="_64m")},
+            Target(1.1, "1 element", subject="64 MiB"),
+            needs=needs,
+        )
+        for name, stmt, needs in exchanges
+    ]

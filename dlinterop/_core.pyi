@@ -163,8 +163,12 @@ class Tensor:
     ) -> CapsuleType: ...
     def __dlpack_device__(self) -> tuple[DeviceType, int]: ...
     def __getitem__(
-        self, key: SupportsIndex | slice | EllipsisType | None
-        | tuple[SupportsIndex | slice | EllipsisType | None, ...]
+        self,
+        key: SupportsIndex
+        | slice
+        | EllipsisType
+        | None
+        | tuple[SupportsIndex | slice | EllipsisType | None, ...],
     ) -> Tensor: ...
     @property
     def T(self) -> Tensor: ...
@@ -195,30 +199,56 @@ class Tensor:
 _ShapeLike: TypeAlias = int | tuple[SupportsIndex, ...] | list[SupportsIndex]
 
 def empty(
-    shape: _ShapeLike, dtype: _DTypeLike = "float32", *, device: _DeviceLike = "cpu",
-    alignment: int = 256, shared: bool = False,
+    shape: _ShapeLike,
+    dtype: _DTypeLike = "float32",
+    *,
+    device: _DeviceLike = "cpu",
+    alignment: int = 256,
+    shared: bool = False,
 ) -> Tensor: ...
 def zeros(
-    shape: _ShapeLike, dtype: _DTypeLike = "float32", *, device: _DeviceLike = "cpu",
-    alignment: int = 256, shared: bool = False,
+    shape: _ShapeLike,
+    dtype: _DTypeLike = "float32",
+    *,
+    device: _DeviceLike = "cpu",
+    alignment: int = 256,
+    shared: bool = False,
 ) -> Tensor: ...
 def full(
-    shape: _ShapeLike, value: complex, dtype: _DTypeLike | None = None, *,
-    device: _DeviceLike = "cpu", alignment: int = 256, shared: bool = False,
+    shape: _ShapeLike,
+    value: complex,
+    dtype: _DTypeLike | None = None,
+    *,
+    device: _DeviceLike = "cpu",
+    alignment: int = 256,
+    shared: bool = False,
 ) -> Tensor: ...
 def ones(
-    shape: _ShapeLike, dtype: _DTypeLike = "float32", *, device: _DeviceLike = "cpu",
-    alignment: int = 256, shared: bool = False,
+    shape: _ShapeLike,
+    dtype: _DTypeLike = "float32",
+    *,
+    device: _DeviceLike = "cpu",
+    alignment: int = 256,
+    shared: bool = False,
 ) -> Tensor: ...
 def arange(
-    start: float, stop: float | None = None, step: float = 1, *,
-    dtype: _DTypeLike | None = None, device: _DeviceLike = "cpu",
+    start: float,
+    stop: float | None = None,
+    step: float = 1,
+    *,
+    dtype: _DTypeLike | None = None,
+    device: _DeviceLike = "cpu",
 ) -> Tensor: ...
-def tensor(data: Any, dtype: _DTypeLike | None = None, *, device: _DeviceLike = "cpu") -> Tensor: ...
+def tensor(
+    data: Any, dtype: _DTypeLike | None = None, *, device: _DeviceLike = "cpu"
+) -> Tensor: ...
 def share(x: Any) -> Tensor: ...
 def to_dlpack(tensor: Tensor, *, versioned: bool = False) -> CapsuleType: ...
 def from_dlpack(
-    obj: Any, *, device: _DeviceLike | None = None, copy: bool | None = None,
+    obj: Any,
+    *,
+    device: _DeviceLike | None = None,
+    copy: bool | None = None,
     stream: int | None = None,
 ) -> Tensor: ...
 def asarray(obj: Any, *, device: _DeviceLike | None = None, copy: bool | None = None) -> Tensor: ...

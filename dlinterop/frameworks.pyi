@@ -6,16 +6,27 @@ from dlinterop._core import Tensor, _DeviceLike, _DTypeLike, _ShapeLike
 _T = TypeVar("_T")
 
 def check_tensor(
-    x: Any, name: str = "argument", *, dtype: _DTypeLike | None = None,
-    ndim: int | None = None, device: _DeviceLike | None = None, c_contiguous: bool = False,
+    x: Any,
+    name: str = "argument",
+    *,
+    dtype: _DTypeLike | None = None,
+    ndim: int | None = None,
+    device: _DeviceLike | None = None,
+    c_contiguous: bool = False,
     writable: bool = False,
 ) -> Tensor: ...
 def empty_like(
-    x: Any, *, shape: _ShapeLike | None = None, dtype: _DTypeLike | None = None,
+    x: Any,
+    *,
+    shape: _ShapeLike | None = None,
+    dtype: _DTypeLike | None = None,
     device: _DeviceLike | None = None,
 ) -> Tensor: ...
 def zeros_like(
-    x: Any, *, shape: _ShapeLike | None = None, dtype: _DTypeLike | None = None,
+    x: Any,
+    *,
+    shape: _ShapeLike | None = None,
+    dtype: _DTypeLike | None = None,
     device: _DeviceLike | None = None,
 ) -> Tensor: ...
 @overload

@@ -7,6 +7,7 @@ second once PyTorch and JAX are imported, so it runs only when the counters diff
 caught in a reference cycle), never on the fast path. Opt out with
 ``@pytest.mark.no_leak_check`` (a test that parks memory on purpose).
 """
+
 import gc
 import time
 
@@ -14,7 +15,7 @@ import pytest
 
 try:
     import dlinterop as _dl
-except ImportError:   # the compiled package is not built: the pure-Python tests still run
+except ImportError:  # the compiled package is not built: the pure-Python tests still run
     _dl = None
 
 _LEAK_KEYS = ("live_buffers", "live_bytes", "live_exports")
@@ -26,7 +27,8 @@ _last_check_clean = False
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "no_leak_check: do not compare dl.memory_stats() before and after the test")
+        "markers", "no_leak_check: do not compare dl.memory_stats() before and after the test"
+    )
 
 
 _CALL_PASSED = pytest.StashKey[bool]()
@@ -60,7 +62,7 @@ def dl_memory_baseline(request):
     before = _live_counters()
     yield
     if not request.node.stash.get(_CALL_PASSED, False):
-        return   # the failure itself is the report; its traceback still holds the locals
+        return  # the failure itself is the report; its traceback still holds the locals
     # This fixture is set up first, so every other function-scoped fixture has been torn
     # down by now; pytest drops their values from item.funcargs only after teardown.
     # Drop them now, or a fixture that returns a Tensor would read as a leak.
@@ -75,7 +77,8 @@ def dl_memory_baseline(request):
         after = _live_counters()
     assert after == before, (
         f"dlinterop memory not back to its baseline after the test: before {before}, "
-        f"after {after} (a Tensor or capsule outlived the test)")
+        f"after {after} (a Tensor or capsule outlived the test)"
+    )
     _last_check_clean = True
 
 
@@ -100,11 +103,13 @@ def machine(tmp_path):
     /proc/self/cgroup (its text) and files under /sys/fs/cgroup (path: text) in tmp_path,
     has dlinterop read its limits there until the test ends, and returns
     dl._core._memory_room()."""
+
     def lay_out(meminfo, cgroup="", files=None):
         proc, cgroups = tmp_path / "proc", tmp_path / "sys" / "fs" / "cgroup"
         (proc / "self").mkdir(parents=True)
         (proc / "meminfo").write_text(
-            "".join(f"{name}: {size // 1024} kB\n" for name, size in meminfo.items()))
+            "".join(f"{name}: {size // 1024} kB\n" for name, size in meminfo.items())
+        )
         (proc / "self" / "cgroup").write_text(cgroup)
         for path, text in (files or {}).items():
             (cgroups / path).parent.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,6 @@
 """dlinterop._integrations.after_import: a function run once a module has run, without
 importing it (how dlinterop plugs into multiprocessing's pickler and Dask's serializers)."""
+
 import _thread
 import importlib
 import subprocess
@@ -30,14 +31,16 @@ def test_runs_after_the_module_runs_and_only_then(module_dir):
     (module_dir / "dl_after_a.py").write_text("value = 41\n")
     seen = []
     _after_import.when_imported("dl_after_a", lambda m: seen.append(m.value + 1))
-    assert seen == [] and "dl_after_a" not in sys.modules    # nothing imported by waiting
+    assert seen == [] and "dl_after_a" not in sys.modules  # nothing imported by waiting
     import dl_after_a  # noqa: F401
+
     assert seen == [42]
 
 
 def test_runs_at_once_for_a_module_imported_already(module_dir):
     (module_dir / "dl_after_b.py").write_text("value = 1\n")
     import dl_after_b  # noqa: F401
+
     seen = []
     _after_import.when_imported("dl_after_b", lambda m: seen.append(m.value))
     assert seen == [1]
@@ -52,8 +55,10 @@ def test_several_waits_for_several_modules_share_one_finder(module_dir):
     _after_import.when_imported("dl_after_c", lambda m: seen.append("c2"))
     assert len(_finders()) == 1
     import dl_after_d  # noqa: F401
+
     assert seen == ["d"]
     import dl_after_c  # noqa: F401
+
     assert seen == ["d", "c1", "c2"] and len(_finders()) == 1
 
 
@@ -65,34 +70,41 @@ def test_a_module_that_does_not_exist_stays_an_import_error(module_dir):
     (module_dir / "dl_after_missing.py").write_text("value = 2\n")
     importlib.invalidate_caches()
     import dl_after_missing  # noqa: F401,F811
-    assert [m.value for m in seen] == [2]        # still waiting after the failed import
+
+    assert [m.value for m in seen] == [2]  # still waiting after the failed import
 
 
 def test_a_failed_import_keeps_the_register_for_the_next(module_dir):
-    (module_dir / "dl_after_flaky.py").write_text(textwrap.dedent("""
+    (module_dir / "dl_after_flaky.py").write_text(
+        textwrap.dedent("""
         import sys
         tries = sys.modules.setdefault("dl_after_tries", [])
         tries.append(1)
         if len(tries) == 1:
             raise RuntimeError("first import fails")
         value = 3
-        """))
+        """)
+    )
     seen = []
     _after_import.when_imported("dl_after_flaky", seen.append)
     with pytest.raises(RuntimeError, match="first import fails"):
         import dl_after_flaky  # noqa: F401
     assert seen == []
     import dl_after_flaky  # noqa: F401,F811
+
     assert [m.value for m in seen] == [3]
 
 
 def test_a_reload_runs_the_register_again(module_dir):
     # A reload makes the module's classes anew: a register made with the old ones is gone.
     (module_dir / "dl_after_e.py").write_text("class Pickler:\n    table = {}\n")
+
     def register(m):
         m.Pickler.table["tensor"] = True
+
     _after_import.when_imported("dl_after_e", register)
     import dl_after_e
+
     old = dl_after_e.Pickler
     importlib.reload(dl_after_e)
     assert dl_after_e.Pickler is not old and dl_after_e.Pickler.table == {"tensor": True}
@@ -101,8 +113,10 @@ def test_a_reload_runs_the_register_again(module_dir):
 def test_a_reload_of_a_module_imported_before_runs_the_register_again(module_dir):
     (module_dir / "dl_after_f.py").write_text("class Pickler:\n    table = {}\n")
     import dl_after_f
+
     def register(m):
         m.Pickler.table["tensor"] = True
+
     _after_import.when_imported("dl_after_f", register)
     importlib.reload(dl_after_f)
     assert dl_after_f.Pickler.table == {"tensor": True}
@@ -111,7 +125,8 @@ def test_a_reload_of_a_module_imported_before_runs_the_register_again(module_dir
 def test_waits_for_a_module_another_thread_is_still_running(module_dir):
     # The module is in sys.modules, half run, while the other thread's import runs it: it
     # finishes only once this thread has started waiting for it.
-    (module_dir / "dl_after_slow.py").write_text(textwrap.dedent("""
+    (module_dir / "dl_after_slow.py").write_text(
+        textwrap.dedent("""
         import sys, time
         sys.modules["dl_after_gate"].release()
         from dlinterop._integrations import after_import as _after_import
@@ -119,7 +134,8 @@ def test_waits_for_a_module_another_thread_is_still_running(module_dir):
         while "dl_after_slow" not in _after_import._registers and time.monotonic() < deadline:
             time.sleep(0.001)
         value = 4
-        """))
+        """)
+    )
     gate = _thread.allocate_lock()
     gate.acquire()
     sys.modules["dl_after_gate"] = gate
@@ -133,7 +149,7 @@ def test_waits_for_a_module_another_thread_is_still_running(module_dir):
             imported.release()
 
     _thread.start_new_thread(import_slowly, ())
-    gate.acquire()                      # dl_after_slow is in sys.modules, running
+    gate.acquire()  # dl_after_slow is in sys.modules, running
     seen = []
     _after_import.when_imported("dl_after_slow", lambda m: seen.append(m.value))
     imported.acquire()
@@ -142,21 +158,25 @@ def test_waits_for_a_module_another_thread_is_still_running(module_dir):
 
 def test_waits_for_a_module_this_thread_is_running(module_dir):
     # A circular import: the module, running, makes its own importer wait for it.
-    (module_dir / "dl_after_circular.py").write_text(textwrap.dedent("""
+    (module_dir / "dl_after_circular.py").write_text(
+        textwrap.dedent("""
         import sys
         from dlinterop._integrations import after_import as _after_import
         seen = sys.modules["dl_after_seen"]
         _after_import.when_imported(__name__, lambda m: seen.append(m.value))
         value = 5
-        """))
+        """)
+    )
     seen = sys.modules["dl_after_seen"] = []
     import dl_after_circular
+
     assert seen == [5]
     assert type(dl_after_circular.__spec__) is importlib.machinery.ModuleSpec
 
 
 def test_a_failed_circular_import_keeps_the_register_for_the_next(module_dir):
-    (module_dir / "dl_after_circular_flaky.py").write_text(textwrap.dedent("""
+    (module_dir / "dl_after_circular_flaky.py").write_text(
+        textwrap.dedent("""
         import sys
         from dlinterop._integrations import after_import as _after_import
         if "dl_after_registered" not in sys.modules:
@@ -165,12 +185,14 @@ def test_a_failed_circular_import_keeps_the_register_for_the_next(module_dir):
             _after_import.when_imported(__name__, lambda m: seen.append(m.value))
             raise RuntimeError("first import fails")
         value = 6
-        """))
+        """)
+    )
     seen = sys.modules["dl_after_seen"] = []
     with pytest.raises(RuntimeError, match="first import fails"):
         import dl_after_circular_flaky  # noqa: F401
     assert seen == []
     import dl_after_circular_flaky  # noqa: F401,F811
+
     assert seen == [6]
 
 
@@ -199,8 +221,9 @@ _RACE = textwrap.dedent("""
 def test_import_dlinterop_while_another_thread_imports_multiprocessing(run):
     # Before when_imported took the module's import lock, 7 runs of 20 raised AttributeError:
     # dlinterop registered its reducer with a half-run multiprocessing.reduction.
-    result = subprocess.run([sys.executable, "-c", _RACE], capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", _RACE], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -212,6 +235,7 @@ def test_a_reload_of_multiprocessing_reduction_keeps_the_reducer():
         importlib.reload(reduction)
         assert dlinterop.Tensor in reduction.ForkingPickler._extra_reducers
         """)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr

@@ -3,6 +3,7 @@ memoryview, objects exposing only __array_interface__ (v3) or __cuda_array_inter
 Zero-copy wherever the source allows it, proven by pointer equality; the source is kept
 alive (and locked against resizing) for as long as a Tensor views it.
 """
+
 import array
 import ctypes
 import mmap
@@ -39,6 +40,7 @@ class CudaArrayInterface:
 
 # -- bytes, bytearray -------------------------------------------------------------------
 
+
 def test_bytes_zero_copy_read_only():
     b = b"\x00\x01\x02\x03\x04\x05\x06\x07"
     t = dl.asarray(b)
@@ -70,12 +72,13 @@ def test_bytearray_zero_copy_writable_and_locked_while_viewed():
     np.from_dlpack(t)[0] = 200
     assert ba[0] == 200
     with pytest.raises(BufferError):
-        ba.append(1)   # the export pins the memory
+        ba.append(1)  # the export pins the memory
     del t
     ba.append(1)
 
 
 # -- array.array ------------------------------------------------------------------------
+
 
 def _expected_dtype(code):
     size = array.array(code).itemsize
@@ -109,6 +112,7 @@ def test_array_array_source_outlives_its_name():
 
 # -- mmap -------------------------------------------------------------------------------
 
+
 def test_anonymous_mmap_zero_copy_and_close_blocked_while_viewed():
     m = mmap.mmap(-1, 64)
     t = dl.asarray(m)
@@ -135,6 +139,7 @@ def test_read_only_file_mmap_gives_read_only_tensor(tmp_path):
 
 
 # -- memoryview -------------------------------------------------------------------------
+
 
 def test_memoryview_cast_to_2d_float():
     ba = bytearray(np.arange(6, dtype=np.float32).tobytes())
@@ -188,6 +193,7 @@ def test_byte_strides_not_multiple_of_item_size_are_refused():
 def test_struct_buffer_format_is_refused():
     class Pair(ctypes.Structure):
         _fields_ = [("a", ctypes.c_int), ("b", ctypes.c_double)]
+
     with pytest.raises(TypeError, match="no DLPack data type"):
         dl.asarray((Pair * 2)())
 
@@ -202,11 +208,14 @@ def test_ctypes_array_zero_copy():
 
 # -- __array_interface__ (v3) -----------------------------------------------------------
 
+
 @pytest.mark.parametrize("read_only", [False, True])
 def test_array_interface_pointer_zero_copy_and_read_only_bit(read_only):
     base = np.arange(12, dtype=np.float32)
-    obj = ArrayInterface({"shape": (3, 4), "typestr": "<f4", "version": 3,
-                          "data": (base.ctypes.data, read_only)}, keep=base)
+    obj = ArrayInterface(
+        {"shape": (3, 4), "typestr": "<f4", "version": 3, "data": (base.ctypes.data, read_only)},
+        keep=base,
+    )
     t = dl.asarray(obj)
     assert t.data_ptr == base.ctypes.data
     assert t.readonly is read_only
@@ -216,8 +225,16 @@ def test_array_interface_pointer_zero_copy_and_read_only_bit(read_only):
 
 def test_array_interface_strides_in_bytes_become_elements():
     base = np.arange(24, dtype=np.int64)
-    obj = ArrayInterface({"shape": (3, 2), "typestr": "<i8", "version": 3,
-                          "strides": (64, 8), "data": (base.ctypes.data, False)}, keep=base)
+    obj = ArrayInterface(
+        {
+            "shape": (3, 2),
+            "typestr": "<i8",
+            "version": 3,
+            "strides": (64, 8),
+            "data": (base.ctypes.data, False),
+        },
+        keep=base,
+    )
     t = dl.asarray(obj)
     assert t.strides == (8, 1)
     assert np.array_equal(np.from_dlpack(t), base.reshape(3, 8)[:, :2])
@@ -225,8 +242,16 @@ def test_array_interface_strides_in_bytes_become_elements():
 
 def test_array_interface_negative_strides():
     base = np.arange(6, dtype=np.int32)
-    obj = ArrayInterface({"shape": (6,), "typestr": "<i4", "version": 3, "strides": (-4,),
-                          "data": (base.ctypes.data + 20, False)}, keep=base)
+    obj = ArrayInterface(
+        {
+            "shape": (6,),
+            "typestr": "<i4",
+            "version": 3,
+            "strides": (-4,),
+            "data": (base.ctypes.data + 20, False),
+        },
+        keep=base,
+    )
     t = dl.asarray(obj)
     assert t.strides == (-1,)
     assert np.from_dlpack(t).tolist() == [5, 4, 3, 2, 1, 0]
@@ -234,8 +259,7 @@ def test_array_interface_negative_strides():
 
 def test_array_interface_offset_into_a_buffer():
     ba = bytearray(np.arange(8, dtype=np.float32).tobytes())
-    obj = ArrayInterface({"shape": (2, 2), "typestr": "<f4", "version": 3,
-                          "data": ba, "offset": 8})
+    obj = ArrayInterface({"shape": (2, 2), "typestr": "<f4", "version": 3, "data": ba, "offset": 8})
     t = dl.asarray(obj)
     assert t.data_ptr == address_of(ba) + 8
     assert not t.readonly
@@ -251,6 +275,7 @@ def test_array_interface_buffer_data_read_only_follows_the_buffer():
 def test_array_interface_without_data_uses_the_objects_own_buffer():
     """No 'data': the memory is the object's buffer. The interface wins over the buffer's
     own description (uint8, (8,))."""
+
     class Int16Pairs(bytearray):
         @property
         def __array_interface__(self):
@@ -263,37 +288,69 @@ def test_array_interface_without_data_uses_the_objects_own_buffer():
     assert np.array_equal(np.from_dlpack(t), [[1, 2], [3, 4]])
 
 
-@pytest.mark.parametrize("typestr, name", [
-    ("|b1", "bool"), ("|i1", "int8"), ("<i2", "int16"), ("<i4", "int32"), ("<i8", "int64"),
-    ("|u1", "uint8"), ("<u2", "uint16"), ("<u4", "uint32"), ("<u8", "uint64"),
-    ("<f2", "float16"), ("<f4", "float32"), ("=f8", "float64"), ("<c8", "complex64"),
-    ("<c16", "complex128"),
-])
+@pytest.mark.parametrize(
+    "typestr, name",
+    [
+        ("|b1", "bool"),
+        ("|i1", "int8"),
+        ("<i2", "int16"),
+        ("<i4", "int32"),
+        ("<i8", "int64"),
+        ("|u1", "uint8"),
+        ("<u2", "uint16"),
+        ("<u4", "uint32"),
+        ("<u8", "uint64"),
+        ("<f2", "float16"),
+        ("<f4", "float32"),
+        ("=f8", "float64"),
+        ("<c8", "complex64"),
+        ("<c16", "complex128"),
+    ],
+)
 def test_array_interface_typestrs(typestr, name):
     npdt = np.dtype(typestr)
     base = np.zeros(4, dtype=npdt)
-    t = dl.asarray(ArrayInterface({"shape": (4,), "typestr": typestr, "version": 3,
-                                   "data": (base.ctypes.data, False)}, keep=base))
+    t = dl.asarray(
+        ArrayInterface(
+            {"shape": (4,), "typestr": typestr, "version": 3, "data": (base.ctypes.data, False)},
+            keep=base,
+        )
+    )
     assert t.dtype == name and t.itemsize == npdt.itemsize
 
 
-@pytest.mark.parametrize("typestr, error", [
-    (">f4", ValueError), ("|V8", TypeError), ("<M8", TypeError), ("<c4", TypeError),
-    ("f4", ValueError),
-])
+@pytest.mark.parametrize(
+    "typestr, error",
+    [
+        (">f4", ValueError),
+        ("|V8", TypeError),
+        ("<M8", TypeError),
+        ("<c4", TypeError),
+        ("f4", ValueError),
+    ],
+)
 def test_array_interface_unsupported_typestrs(typestr, error):
     base = np.zeros(8, dtype=np.float64)
-    obj = ArrayInterface({"shape": (2,), "typestr": typestr, "version": 3,
-                          "data": (base.ctypes.data, False)}, keep=base)
+    obj = ArrayInterface(
+        {"shape": (2,), "typestr": typestr, "version": 3, "data": (base.ctypes.data, False)},
+        keep=base,
+    )
     with pytest.raises(error):
         dl.asarray(obj)
 
 
 def test_array_interface_mask_is_refused():
     base = np.zeros(2)
-    obj = ArrayInterface({"shape": (2,), "typestr": "<f8", "version": 3,
-                          "data": (base.ctypes.data, False), "mask": np.ones(2, bool)},
-                         keep=base)
+    obj = ArrayInterface(
+        {
+            "shape": (2,),
+            "typestr": "<f8",
+            "version": 3,
+            "data": (base.ctypes.data, False),
+            "mask": np.ones(2, bool),
+        },
+        keep=base,
+    )
     with pytest.raises(BufferError, match="masked"):
         dl.asarray(obj)
 
@@ -301,8 +358,10 @@ def test_array_interface_mask_is_refused():
 @pytest.mark.parametrize("shape", [(), (0,), (3, 0), (2, 0, 1), (1,) * 32])
 def test_array_interface_shapes(shape):
     base = np.full(shape, 7.0) if 0 not in shape else np.zeros(shape)
-    obj = ArrayInterface({"shape": shape, "typestr": "<f8", "version": 3,
-                          "data": (base.ctypes.data, False)}, keep=base)
+    obj = ArrayInterface(
+        {"shape": shape, "typestr": "<f8", "version": 3, "data": (base.ctypes.data, False)},
+        keep=base,
+    )
     t = dl.asarray(obj)
     assert t.shape == shape
     assert np.array_equal(np.from_dlpack(t), base)
@@ -310,8 +369,10 @@ def test_array_interface_shapes(shape):
 
 def test_array_interface_object_is_kept_alive_by_the_tensor():
     base = np.arange(4.0)
-    obj = ArrayInterface({"shape": (4,), "typestr": "<f8", "version": 3,
-                          "data": (base.ctypes.data, False)}, keep=base)
+    obj = ArrayInterface(
+        {"shape": (4,), "typestr": "<f8", "version": 3, "data": (base.ctypes.data, False)},
+        keep=base,
+    )
     alive = weakref.ref(obj)
     t = dl.asarray(obj)
     del obj, base
@@ -323,14 +384,16 @@ def test_array_interface_object_is_kept_alive_by_the_tensor():
 
 def test_array_interface_copy_true():
     base = np.arange(4.0)
-    obj = ArrayInterface({"shape": (4,), "typestr": "<f8", "version": 3,
-                          "data": (base.ctypes.data, True)}, keep=base)
+    obj = ArrayInterface(
+        {"shape": (4,), "typestr": "<f8", "version": 3, "data": (base.ctypes.data, True)}, keep=base
+    )
     t = dl.asarray(obj, copy=True)
     assert t.data_ptr != base.ctypes.data and not t.readonly
     assert np.array_equal(np.from_dlpack(t), base)
 
 
 # -- __cuda_array_interface__ (metadata only: no GPU work here) -------------------------
+
 
 def _no_gpu():
     if dl.cuda.device_count() > 0:
@@ -343,9 +406,16 @@ FAKE_DEVICE_POINTER = 0x7F00_0000_1000
 @pytest.mark.parametrize("read_only", [False, True])
 def test_cuda_array_interface_metadata(read_only):
     _no_gpu()
-    obj = CudaArrayInterface({"shape": (2, 3), "typestr": "<f2", "version": 3,
-                              "data": (FAKE_DEVICE_POINTER, read_only),
-                              "strides": (2, 4), "stream": 1})
+    obj = CudaArrayInterface(
+        {
+            "shape": (2, 3),
+            "typestr": "<f2",
+            "version": 3,
+            "data": (FAKE_DEVICE_POINTER, read_only),
+            "strides": (2, 4),
+            "stream": 1,
+        }
+    )
     t = dl.asarray(obj)
     assert t.device == "cuda:0"
     assert t.__dlpack_device__() == (dl.DeviceType.CUDA, 0)
@@ -359,30 +429,44 @@ def test_cuda_array_interface_metadata(read_only):
 
 def test_cuda_array_interface_c_order_when_no_strides():
     _no_gpu()
-    t = dl.asarray(CudaArrayInterface({"shape": (2, 3, 4), "typestr": "<c16", "version": 3,
-                                       "data": (FAKE_DEVICE_POINTER, False), "strides": None}))
+    t = dl.asarray(
+        CudaArrayInterface(
+            {
+                "shape": (2, 3, 4),
+                "typestr": "<c16",
+                "version": 3,
+                "data": (FAKE_DEVICE_POINTER, False),
+                "strides": None,
+            }
+        )
+    )
     assert t.strides == (12, 4, 1) and t.dtype == "complex128" and t.is_contiguous()
 
 
 def test_cuda_array_interface_zero_size_null_pointer():
     _no_gpu()
-    t = dl.asarray(CudaArrayInterface({"shape": (0, 3), "typestr": "<f4", "version": 3,
-                                       "data": (0, False)}))
+    t = dl.asarray(
+        CudaArrayInterface({"shape": (0, 3), "typestr": "<f4", "version": 3, "data": (0, False)})
+    )
     assert t.shape == (0, 3) and t.size == 0 and t.device == "cuda:0"
 
 
 def test_cuda_array_interface_to_cpu_without_copy_is_a_copy_error():
     _no_gpu()
-    obj = CudaArrayInterface({"shape": (4,), "typestr": "<f4", "version": 3,
-                              "data": (FAKE_DEVICE_POINTER, False)})
+    obj = CudaArrayInterface(
+        {"shape": (4,), "typestr": "<f4", "version": 3, "data": (FAKE_DEVICE_POINTER, False)}
+    )
     with pytest.raises(dl.CopyError):
         dl.asarray(obj, device="cpu", copy=False)
 
 
 def test_cuda_array_interface_tensor_re_exports_as_opaque_view():
     _no_gpu()
-    t = dl.asarray(CudaArrayInterface({"shape": (4,), "typestr": "<f4", "version": 3,
-                                       "data": (FAKE_DEVICE_POINTER, False)}))
+    t = dl.asarray(
+        CudaArrayInterface(
+            {"shape": (4,), "typestr": "<f4", "version": 3, "data": (FAKE_DEVICE_POINTER, False)}
+        )
+    )
     u = dl.from_dlpack(dl.to_dlpack(t, versioned=True))
     assert u.device == "cuda:0" and u.data_ptr == FAKE_DEVICE_POINTER and u.shape == (4,)
     # NumPy's refusal: RuntimeError before NumPy 2.5, BufferError from it.
@@ -394,22 +478,27 @@ def test_cuda_array_interface_takes_precedence_over_array_interface():
     _no_gpu()
 
     class Both(CudaArrayInterface):
-        __array_interface__ = {"shape": (1,), "typestr": "<f4", "version": 3,
-                               "data": (FAKE_DEVICE_POINTER, False)}
+        __array_interface__ = {
+            "shape": (1,),
+            "typestr": "<f4",
+            "version": 3,
+            "data": (FAKE_DEVICE_POINTER, False),
+        }
 
-    t = dl.asarray(Both({"shape": (4,), "typestr": "<f4", "version": 3,
-                         "data": (FAKE_DEVICE_POINTER, False)}))
+    t = dl.asarray(
+        Both({"shape": (4,), "typestr": "<f4", "version": 3, "data": (FAKE_DEVICE_POINTER, False)})
+    )
     assert t.device == "cuda:0" and t.shape == (4,)
 
 
 def test_cuda_array_interface_requires_a_pointer_tuple():
-    obj = CudaArrayInterface({"shape": (4,), "typestr": "<f4", "version": 3,
-                              "data": bytearray(16)})
+    obj = CudaArrayInterface({"shape": (4,), "typestr": "<f4", "version": 3, "data": bytearray(16)})
     with pytest.raises(TypeError):
         dl.asarray(obj)
 
 
 # -- precedence and refusals ------------------------------------------------------------
+
 
 def test_dlpack_takes_precedence_over_array_interface_and_buffer():
     calls = []
@@ -417,8 +506,12 @@ def test_dlpack_takes_precedence_over_array_interface_and_buffer():
     class Producer:
         def __init__(self, array):
             self.array = array
-            self.__array_interface__ = {"shape": (1,), "typestr": "|u1", "version": 3,
-                                        "data": (array.ctypes.data, True)}
+            self.__array_interface__ = {
+                "shape": (1,),
+                "typestr": "|u1",
+                "version": 3,
+                "data": (array.ctypes.data, True),
+            }
 
         def __dlpack__(self, **kwargs):
             calls.append(kwargs)

@@ -1,5 +1,6 @@
 """The CUDA layer on a machine without a GPU: it is built, imports, reports no device, and
 fails cleanly. The GPU tests themselves live in tests/gpu/ and run through tests/gpu/run.sh."""
+
 import glob
 import importlib.util
 import os
@@ -51,8 +52,9 @@ def test_compiled_modules_export_only_their_init_function():
     names = ["_core", "_capi"] + (["_cuda"] if built else [])
     for name in names:
         path = importlib.util.find_spec(f"dlinterop.{name}").origin
-        out = subprocess.run([nm, "-D", "--defined-only", path], capture_output=True,
-                             text=True, check=True).stdout
+        out = subprocess.run(
+            [nm, "-D", "--defined-only", path], capture_output=True, text=True, check=True
+        ).stdout
         exported = sorted(line.split()[-1] for line in out.splitlines() if line.strip())
         assert exported == [f"PyInit_{name}"], (name, exported)
 
@@ -62,8 +64,9 @@ def test_cuda_module_links_the_runtime_statically():
     readelf = shutil.which("readelf")
     if readelf is None:
         pytest.skip("readelf not installed")
-    dynamic = subprocess.run([readelf, "-d", cuda_module_path()], capture_output=True,
-                             text=True, check=True).stdout
+    dynamic = subprocess.run(
+        [readelf, "-d", cuda_module_path()], capture_output=True, text=True, check=True
+    ).stdout
     needed = [line for line in dynamic.splitlines() if "(NEEDED)" in line]
     assert needed, dynamic
     assert not any("libcudart" in line or "libcuda.so" in line for line in needed), needed
@@ -127,12 +130,25 @@ def test_build_with_cuda_off_has_no_cuda_module(tmp_path):
     pytest.importorskip("scikit_build_core")
     pytest.importorskip("cython_cmake")
     out = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-         "-w", str(tmp_path), "-Ccmake.define.DLINTEROP_CUDA=OFF",
-         f"-Cbuild-dir={tmp_path / 'build'}", REPO],
-        capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            "-Ccmake.define.DLINTEROP_CUDA=OFF",
+            f"-Cbuild-dir={tmp_path / 'build'}",
+            REPO,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    wheel, = glob.glob(str(tmp_path / "dlinterop-*.whl"))
+    (wheel,) = glob.glob(str(tmp_path / "dlinterop-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.startswith("dlinterop/_core.") for n in names)
     assert not any(n.startswith("dlinterop/_cuda.") and n.endswith(".so") for n in names)

@@ -1,4 +1,5 @@
-"""dl.DType, dl.dtype(), dl.DeviceType and dl.Device (every DLPack 1.3 data type and device type)."""
+"""dl.DType, dl.dtype(), dl.DeviceType and dl.Device (every DLPack 1.3 data type and device
+type)."""
 
 import pickle
 
@@ -44,17 +45,44 @@ NAMES = list(DTYPES)
 # The module attribute for a name ("bool" is exported as bool_).
 ATTR = {name: ("bool_" if name == "bool" else name) for name in NAMES}
 
-NUMPY_NAMES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-               "uint64", "float16", "float32", "float64", "complex64", "complex128"]
-ML_DTYPES_NAMES = ["bfloat16", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz",
-                   "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
-                   "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn"]
+NUMPY_NAMES = [
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+]
+ML_DTYPES_NAMES = [
+    "bfloat16",
+    "float8_e3m4",
+    "float8_e4m3",
+    "float8_e4m3b11fnuz",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "float6_e2m3fn",
+    "float6_e3m2fn",
+    "float4_e2m1fn",
+]
+
 
 def _ml_param(name):
     return name
 
 
 # -- DType constants --------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", NAMES)
 def test_dtype_constant_has_spec_code_bits_lanes(name):
@@ -130,6 +158,7 @@ def test_dtype_pickles_to_the_same_interned_instance(name):
 
 # -- dl.dtype() ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", NAMES)
 def test_dtype_of_dtype_is_identity(name):
     dt = getattr(dl, ATTR[name])
@@ -155,16 +184,19 @@ def test_dtype_from_numpy_dtype_and_scalar_type(name):
     assert dl.dtype(npdt.type) is expected
 
 
-@pytest.mark.parametrize("x, name", [
-    (np.float32, "float32"),
-    (np.dtype("int16"), "int16"),
-    (np.bool_, "bool"),
-    (np.complex64, "complex64"),
-    (np.uint64, "uint64"),
-    (np.float16, "float16"),
-    (np.dtype("<f8"), "float64"),
-    (np.dtype("|u1"), "uint8"),
-])
+@pytest.mark.parametrize(
+    "x, name",
+    [
+        (np.float32, "float32"),
+        (np.dtype("int16"), "int16"),
+        (np.bool_, "bool"),
+        (np.complex64, "complex64"),
+        (np.uint64, "uint64"),
+        (np.float16, "float16"),
+        (np.dtype("<f8"), "float64"),
+        (np.dtype("|u1"), "uint8"),
+    ],
+)
 def test_dtype_from_numpy_examples(x, name):
     assert dl.dtype(x) == name
 
@@ -196,30 +228,42 @@ def test_dtype_of_unknown_name_is_value_error(x):
         dl.dtype(x)
 
 
-@pytest.mark.parametrize("x", [
-    (2, 33, 1),     # no 33-bit float
-    (0, 32, 2),     # vectors are not supported
-    (3, 64, 1),     # opaque handle
-    (99, 8, 1),     # unknown code
-    (17, 4, 3),     # float4 x3
-    (-1, 8, 1),
-    (0, 256, 1),
-    (0, 8, 70000),
-])
+@pytest.mark.parametrize(
+    "x",
+    [
+        (2, 33, 1),  # no 33-bit float
+        (0, 32, 2),  # vectors are not supported
+        (3, 64, 1),  # opaque handle
+        (99, 8, 1),  # unknown code
+        (17, 4, 3),  # float4 x3
+        (-1, 8, 1),
+        (0, 256, 1),
+        (0, 8, 70000),
+    ],
+)
 def test_dtype_of_impossible_triple_is_value_error(x):
     with pytest.raises(ValueError):
         dl.dtype(x)
 
 
-@pytest.mark.parametrize("x", [np.dtype(">i4"), np.dtype("U3"), np.dtype("O"),
-                               np.dtype("datetime64[s]"), np.dtype("V8"),
-                               np.dtype([("a", "f4")])])
+@pytest.mark.parametrize(
+    "x",
+    [
+        np.dtype(">i4"),
+        np.dtype("U3"),
+        np.dtype("O"),
+        np.dtype("datetime64[s]"),
+        np.dtype("V8"),
+        np.dtype([("a", "f4")]),
+    ],
+)
 def test_dtype_of_numpy_dtype_without_dlpack_type_is_value_error(x):
     with pytest.raises(ValueError):
         dl.dtype(x)
 
 
 # -- to_numpy() -----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", NUMPY_NAMES)
 def test_to_numpy_round_trips_numpy_types(name):
@@ -262,9 +306,25 @@ def test_numpy_dtype_of_a_type_numpy_cannot_hold_is_type_error(name):
 # -- DeviceType -------------------------------------------------------------------------
 
 DEVICE_TYPES = {
-    "CPU": 1, "CUDA": 2, "CUDA_HOST": 3, "OPENCL": 4, "VULKAN": 7, "METAL": 8, "VPI": 9,
-    "ROCM": 10, "ROCM_HOST": 11, "EXT_DEV": 12, "CUDA_MANAGED": 13, "ONEAPI": 14,
-    "WEBGPU": 15, "HEXAGON": 16, "MAIA": 17, "TRN": 18, "TPU": 19, "TPU_HOST": 20, "ASCEND": 21,
+    "CPU": 1,
+    "CUDA": 2,
+    "CUDA_HOST": 3,
+    "OPENCL": 4,
+    "VULKAN": 7,
+    "METAL": 8,
+    "VPI": 9,
+    "ROCM": 10,
+    "ROCM_HOST": 11,
+    "EXT_DEV": 12,
+    "CUDA_MANAGED": 13,
+    "ONEAPI": 14,
+    "WEBGPU": 15,
+    "HEXAGON": 16,
+    "MAIA": 17,
+    "TRN": 18,
+    "TPU": 19,
+    "TPU_HOST": 20,
+    "ASCEND": 21,
 }
 
 
@@ -282,10 +342,15 @@ def test_device_type_has_exactly_the_spec_members():
 
 # -- Device -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name, value", DEVICE_TYPES.items())
 def test_device_type_attribute_is_lower_case_name(name, value):
-    for dev in (dl.Device(dl.DeviceType[name], 3), dl.Device(value, 3),
-                dl.Device(name.lower(), 3), dl.Device(f"{name.lower()}:3")):
+    for dev in (
+        dl.Device(dl.DeviceType[name], 3),
+        dl.Device(value, 3),
+        dl.Device(name.lower(), 3),
+        dl.Device(f"{name.lower()}:3"),
+    ):
         assert dev.type == name.lower()
         assert dev.index == 3
         assert dev.__dlpack_device__() == (dl.DeviceType[name], 3)
@@ -363,19 +428,43 @@ def test_device_compares_unequal_to_unrelated_objects():
     assert dl.Device("cpu") != "gpu"
 
 
-@pytest.mark.parametrize("args", [
-    ("gpu",), ("cuda:x",), ("cuda:",), ("cuda:-1",), ("",), (5,), (6,), (0,), (22,),
-    ("cuda", -1), ("tpu_hosts", 0), (99, 0), ((2, -1),), ((99, 0),),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("gpu",),
+        ("cuda:x",),
+        ("cuda:",),
+        ("cuda:-1",),
+        ("",),
+        (5,),
+        (6,),
+        (0,),
+        (22,),
+        ("cuda", -1),
+        ("tpu_hosts", 0),
+        (99, 0),
+        ((2, -1),),
+        ((99, 0),),
+    ],
+)
 def test_device_bad_values_are_value_error(args):
     with pytest.raises(ValueError):
         dl.Device(*args)
 
 
-@pytest.mark.parametrize("args", [
-    (1.5,), (None,), (object(),), (b"cpu",), ("cuda", 1.0), ("cuda", "1"),
-    ((2.0, 0),), ((1, "0"),),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        (1.5,),
+        (None,),
+        (object(),),
+        (b"cpu",),
+        ("cuda", 1.0),
+        ("cuda", "1"),
+        ((2.0, 0),),
+        ((1, "0"),),
+    ],
+)
 def test_device_bad_types_are_type_error(args):
     with pytest.raises(TypeError):
         dl.Device(*args)
@@ -399,10 +488,11 @@ def test_the_data_types_table_lists_every_dtype_once_with_its_dlpack_triple():
     # docs/concepts.md's table: every DType dlinterop exports, with its (code, bits, lanes).
     import os
     import re
+
     page = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "concepts.md")
     text = open(page).read()
-    table = text[text.index("| dtype | DLPack (code, bits, lanes)"):]
-    table = table[:table.index("\n\n")]
+    table = text[text.index("| dtype | DLPack (code, bits, lanes)") :]
+    table = table[: table.index("\n\n")]
     listed = {}
     for row in table.splitlines()[2:]:
         names_cell, triple_cell = row.split("|")[1:3]
@@ -414,5 +504,8 @@ def test_the_data_types_table_lists_every_dtype_once_with_its_dlpack_triple():
     for d in dtypes.values():
         code, bits, lanes = d.__dlpack_data_type__()
         cell = listed[d.name]
-        assert re.search(rf"\b{code}\b|\b\d+ to \d+\b", cell) and str(bits) in cell \
-            and cell.endswith(f"{lanes})"), (d.name, cell)
+        assert (
+            re.search(rf"\b{code}\b|\b\d+ to \d+\b", cell)
+            and str(bits) in cell
+            and cell.endswith(f"{lanes})")
+        ), (d.name, cell)

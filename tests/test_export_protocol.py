@@ -6,10 +6,12 @@ place from the capsule.
 Moved from tests/interop/test_numpy_interop.py: each test still runs under both NumPy routes
 (the autouse numpy_route fixture of tests/support/numpy_route.py).
 """
+
 import numpy as np
 import pytest
 
 import dlinterop as dl
+
 from numpy_route import (  # noqa: F401 (numpy_route and tensor are fixtures)
     IS_COPIED,
     READ_ONLY,
@@ -20,8 +22,8 @@ from numpy_route import (  # noqa: F401 (numpy_route and tensor are fixtures)
     tensor,
 )
 
-
 # -- read-only --------------------------------------------------------------------------
+
 
 def test_readonly_export_sets_read_only_flag():
     a = np.arange(3.0)
@@ -64,6 +66,7 @@ def test_versioned_to_dlpack_of_readonly_tensor_works():
 
 # -- __dlpack__ keyword rules (DLPack) --------------------------------------------------
 
+
 def test_dlpack_device_is_cpu_zero(tensor):
     assert tensor.__dlpack_device__() == (dl.DeviceType.CPU, 0)
     assert type(tensor.__dlpack_device__()[0]) is dl.DeviceType
@@ -75,25 +78,37 @@ def test_dlpack_positional_arguments_are_type_error(tensor, args):
         tensor.__dlpack__(*args)
 
 
-@pytest.mark.parametrize("kwargs", [{"foo": 1}, {"device": (1, 0)}, {"version": (1, 0)},
-                                    {"max_version": (1, 0), "streams": None}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"foo": 1}, {"device": (1, 0)}, {"version": (1, 0)}, {"max_version": (1, 0), "streams": None}],
+)
 def test_dlpack_unknown_keyword_is_type_error(tensor, kwargs):
     with pytest.raises(TypeError):
         tensor.__dlpack__(**kwargs)
 
 
-@pytest.mark.parametrize("max_version", [(1,), [1, 0], "1.0", (1, "0"), (1, 0, 0), 1,
-                                         (1.0, 0), ("1", "0")])
+@pytest.mark.parametrize(
+    "max_version", [(1,), [1, 0], "1.0", (1, "0"), (1, 0, 0), 1, (1.0, 0), ("1", "0")]
+)
 def test_dlpack_malformed_max_version_is_type_error(tensor, max_version):
     with pytest.raises(TypeError):
         tensor.__dlpack__(max_version=max_version)
 
 
-@pytest.mark.parametrize("max_version, expected", [
-    (None, None), ((0, 0), None), ((0, 9), None),
-    ((1, 0), (1, 0)), ((1, 1), (1, 1)), ((1, 2), (1, 2)), ((1, 3), (1, 3)),
-    ((1, 99), (1, 3)), ((2, 0), (1, 3)),
-])
+@pytest.mark.parametrize(
+    "max_version, expected",
+    [
+        (None, None),
+        ((0, 0), None),
+        ((0, 9), None),
+        ((1, 0), (1, 0)),
+        ((1, 1), (1, 1)),
+        ((1, 2), (1, 2)),
+        ((1, 3), (1, 3)),
+        ((1, 99), (1, 3)),
+        ((2, 0), (1, 3)),
+    ],
+)
 def test_dlpack_max_version_negotiation(tensor, max_version, expected):
     capsule = tensor.__dlpack__(max_version=max_version)
     version, flags, info = inspect_capsule(capsule)
@@ -119,8 +134,7 @@ def test_dlpack_zero_d_has_null_shape_and_strides(max_version):
 @pytest.mark.parametrize("max_version", [None, (1, 0), (1, 3)])
 def test_dlpack_strides_are_always_filled(max_version):
     a = _arange((3, 4)).T
-    _, _, info = inspect_capsule(dl.from_dlpack(a).__dlpack__(max_version=max_version,
-                                                              copy=False))
+    _, _, info = inspect_capsule(dl.from_dlpack(a).__dlpack__(max_version=max_version, copy=False))
     assert info["strides"] == (1, 4)
 
 
@@ -180,7 +194,8 @@ def test_dlpack_dl_device_cpu_shares(tensor, dl_device, copy):
 
 def test_dlpack_dl_device_cpu_with_copy_true_copies(tensor):
     _, flags, info = inspect_capsule(
-        tensor.__dlpack__(dl_device=(1, 0), copy=True, max_version=(1, 3)))
+        tensor.__dlpack__(dl_device=(1, 0), copy=True, max_version=(1, 3))
+    )
     assert info["data_ptr"] != tensor.data_ptr
     assert flags & IS_COPIED
 
@@ -207,6 +222,7 @@ def test_copy_error_is_buffer_error_and_value_error():
 
 
 # -- capsules ---------------------------------------------------------------------------
+
 
 def test_to_dlpack_default_is_legacy_capsule(tensor):
     capsule = dl.to_dlpack(tensor)

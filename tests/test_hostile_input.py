@@ -2,6 +2,7 @@
 dlinterop's rebuild function with any arguments), private types made with __new__ alone,
 array interfaces that describe memory their buffer does not hold. Each must raise a clear
 Python exception; the ones that used to crash run in a child process."""
+
 import pickle
 import subprocess
 import sys
@@ -15,8 +16,9 @@ from dlinterop import _core
 
 def run_apart(code):
     """Runs `code` in a fresh interpreter; returns its completed process."""
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120
+    )
 
 
 class Evil:
@@ -72,9 +74,9 @@ def test_rebuild_whose_buffer_does_not_match_the_shape_is_value_error(nbytes):
         _core._rebuild_tensor(bytes(nbytes), (3,), (2, 32, 1), True)
 
 
-@pytest.mark.parametrize("shape", [(True,), (3.0,), ("3",), [3], 3, (3, None), (-1,),
-                                   (2**64,), (1,) * 65],
-                         ids=repr)
+@pytest.mark.parametrize(
+    "shape", [(True,), (3.0,), ("3",), [3], 3, (3, None), (-1,), (2**64,), (1,) * 65], ids=repr
+)
 def test_rebuild_takes_only_a_tuple_of_exact_ints(shape):
     with pytest.raises((TypeError, ValueError)):
         _core._rebuild_tensor(bytes(12), shape, (2, 32, 1), True)
@@ -86,8 +88,9 @@ def test_rebuild_takes_no_numpy_integers():
         _core._rebuild_tensor(bytes(12), (np.int64(3),), (2, 32, 1), True)
 
 
-@pytest.mark.parametrize("triple,readonly", [([2, 32, 1], True), ((2, 32, 1), 1),
-                                             ((2, 32, 1), None), ("float32", True)])
+@pytest.mark.parametrize(
+    "triple,readonly", [([2, 32, 1], True), ((2, 32, 1), 1), ((2, 32, 1), None), ("float32", True)]
+)
 def test_rebuild_state_of_the_wrong_types_is_type_error(triple, readonly):
     with pytest.raises(TypeError):
         _core._rebuild_tensor(bytes(12), (3,), triple, readonly)
@@ -109,13 +112,21 @@ def test_honest_pickles_still_round_trip():
 
 
 # The bytes pickled before protocol 5: (bytes, shape, triple, readonly, padding).
-@pytest.mark.parametrize("payload,pad,error", [
-    (bytes(12), -1, ValueError), (bytes(12), 256, ValueError), (bytes(12), 1.0, ValueError),
-    (bytes(12), True, ValueError), (bytes(12), 2**64, ValueError),
-    (bytes(12), 1, ValueError),            # 11 bytes after the padding: not three float32
-    (bytes(4), 8, ValueError),             # padding past the end
-    (bytearray(12), 0, TypeError), (memoryview(bytes(12)), 0, TypeError),
-], ids=repr)
+@pytest.mark.parametrize(
+    "payload,pad,error",
+    [
+        (bytes(12), -1, ValueError),
+        (bytes(12), 256, ValueError),
+        (bytes(12), 1.0, ValueError),
+        (bytes(12), True, ValueError),
+        (bytes(12), 2**64, ValueError),
+        (bytes(12), 1, ValueError),  # 11 bytes after the padding: not three float32
+        (bytes(4), 8, ValueError),  # padding past the end
+        (bytearray(12), 0, TypeError),
+        (memoryview(bytes(12)), 0, TypeError),
+    ],
+    ids=repr,
+)
 def test_rebuild_from_bytes_checks_its_padding_and_payload(payload, pad, error):
     with pytest.raises(error):
         _core._rebuild_tensor_from_bytes(payload, (3,), (2, 32, 1), False, pad)
@@ -129,10 +140,17 @@ def test_rebuild_from_bytes_reads_the_form_without_padding():
 
 # -- private types --------------------------------------------------------------------------
 
+
 def _extension_modules():
     import importlib
-    names = ["dlinterop._core", "dlinterop.frameworks", "dlinterop._capi",
-             "dlinterop.testing._conformance", "dlinterop._cuda"]
+
+    names = [
+        "dlinterop._core",
+        "dlinterop.frameworks",
+        "dlinterop._capi",
+        "dlinterop.testing._conformance",
+        "dlinterop._cuda",
+    ]
     modules = []
     for name in names:
         try:
@@ -213,6 +231,7 @@ def test_every_private_type_made_with_new_is_safe_to_touch():
 
 # -- array interfaces and buffers -------------------------------------------------------
 
+
 class Interface:
     def __init__(self, **entries):
         self.__array_interface__ = {"version": 3, "typestr": "<f4", **entries}
@@ -242,7 +261,7 @@ def test_array_interface_offset_must_be_a_non_negative_int(offset):
 def test_array_interface_inside_its_buffer_shares_it():
     data = bytearray(16)
     t = dl.asarray(Interface(shape=(2,), data=data, strides=(-8,), offset=8))
-    data[8:12] = b"\x00\x00\x80\x3f"   # 1.0
+    data[8:12] = b"\x00\x00\x80\x3f"  # 1.0
     assert memoryview(t).tolist() == [1.0, 0.0]
     assert dl.asarray(Interface(shape=(0,), data=data, offset=16)).shape == (0,)
 

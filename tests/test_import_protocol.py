@@ -5,10 +5,12 @@ consumed only once, objects that are not DLPack producers).
 Moved from tests/interop/test_numpy_interop.py: each test still runs under both NumPy routes
 (the autouse numpy_route fixture of tests/support/numpy_route.py).
 """
+
 import numpy as np
 import pytest
 
 import dlinterop as dl
+
 from numpy_route import (  # noqa: F401 (numpy_route and tensor are fixtures)
     _arange,
     capsule_name,
@@ -16,8 +18,8 @@ from numpy_route import (  # noqa: F401 (numpy_route and tensor are fixtures)
     tensor,
 )
 
-
 # -- capsules ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("versioned", [False, True])
 def test_capsule_is_renamed_when_consumed_and_only_once(tensor, versioned):
@@ -25,12 +27,13 @@ def test_capsule_is_renamed_when_consumed_and_only_once(tensor, versioned):
     u = dl.from_dlpack(capsule)
     assert u.data_ptr == tensor.data_ptr
     assert capsule_name(capsule) == ("used_dltensor_versioned" if versioned else "used_dltensor")
-    assert u.readonly is (not versioned)   # a legacy capsule cannot say it is writable
+    assert u.readonly is (not versioned)  # a legacy capsule cannot say it is writable
     with pytest.raises(ValueError, match="consumed"):
         dl.from_dlpack(capsule)
 
 
 # -- dl.from_dlpack ---------------------------------------------------------------------
+
 
 def test_from_dlpack_copy_true_from_numpy_makes_new_buffer():
     a = _arange((3, 4))
@@ -42,15 +45,19 @@ def test_from_dlpack_copy_true_from_numpy_makes_new_buffer():
 
 @pytest.mark.parametrize("source", ["tensor", "capsule", "versioned_capsule"])
 def test_from_dlpack_copy_true_from_dlinterop_makes_new_buffer(tensor, source):
-    obj = {"tensor": tensor, "capsule": dl.to_dlpack(tensor),
-           "versioned_capsule": dl.to_dlpack(tensor, versioned=True)}[source]
+    obj = {
+        "tensor": tensor,
+        "capsule": dl.to_dlpack(tensor),
+        "versioned_capsule": dl.to_dlpack(tensor, versioned=True),
+    }[source]
     u = dl.from_dlpack(obj, copy=True)
     assert u.data_ptr != tensor.data_ptr
     assert np.array_equal(np.from_dlpack(u), np.from_dlpack(tensor))
 
 
-@pytest.mark.parametrize("kwargs", [{"copy": False}, {"device": "cpu"},
-                                    {"device": "cpu", "copy": False}, {"stream": -1}])
+@pytest.mark.parametrize(
+    "kwargs", [{"copy": False}, {"device": "cpu"}, {"device": "cpu", "copy": False}, {"stream": -1}]
+)
 def test_from_dlpack_numpy_shares_when_no_copy_is_needed(kwargs):
     a = _arange((3, 4))
     t = dl.from_dlpack(a, **kwargs)

@@ -1,6 +1,7 @@
 """What help() and inspect show, and the messages a first user meets: every public callable
 has a signature with its real defaults, docstrings state the defaults, an unknown dtype name
 lists the valid ones, and a CUDA request without a GPU says there is none."""
+
 import inspect
 import types
 
@@ -18,8 +19,9 @@ NOT_CONSTRUCTIBLE = {dl.Tensor, dl.DType}
 
 def public_callables():
     for module in (dl, dl.cuda, dl.testing):
-        names = getattr(module, "__all__", None) or [n for n in vars(module)
-                                                     if not n.startswith("_")]
+        names = getattr(module, "__all__", None) or [
+            n for n in vars(module) if not n.startswith("_")
+        ]
         for name in names:
             value = getattr(module, name)
             if isinstance(value, types.ModuleType) or isinstance(value, dl.DType):
@@ -38,11 +40,9 @@ def methods_of(prefix, cls):
     if issubclass(cls, BaseException):
         return
     for name, member in vars(cls).items():
-        if name.startswith("_") and name not in ("__dlpack__", "__dlpack_device__",
-                                                  "__array__"):
+        if name.startswith("_") and name not in ("__dlpack__", "__dlpack_device__", "__array__"):
             continue
-        if isinstance(member, (property, types.GetSetDescriptorType,
-                               types.MemberDescriptorType)):
+        if isinstance(member, (property, types.GetSetDescriptorType, types.MemberDescriptorType)):
             continue
         if callable(member) or isinstance(member, (classmethod, staticmethod)):
             yield f"{prefix}.{name}", getattr(cls, name)
@@ -52,10 +52,18 @@ CALLABLES = dict(public_callables())
 
 
 def test_the_list_of_public_callables_is_complete():
-    for name in ("dlinterop.zeros", "dlinterop.empty", "dlinterop.full", "dlinterop.ones",
-                 "dlinterop.from_dlpack", "dlinterop.Device", "dlinterop.Tensor.copy",
-                 "dlinterop.Tensor.__dlpack__", "dlinterop.cuda.is_available",
-                 "dlinterop.testing.check_producer"):
+    for name in (
+        "dlinterop.zeros",
+        "dlinterop.empty",
+        "dlinterop.full",
+        "dlinterop.ones",
+        "dlinterop.from_dlpack",
+        "dlinterop.Device",
+        "dlinterop.Tensor.copy",
+        "dlinterop.Tensor.__dlpack__",
+        "dlinterop.cuda.is_available",
+        "dlinterop.testing.check_producer",
+    ):
         assert name in CALLABLES
 
 
@@ -78,8 +86,7 @@ def test_creation_signatures_show_their_real_defaults(function):
     # The default alignment the signature shows is the one allocations get.
     alignment = parameters["alignment"].default
     assert alignment == 256
-    tensors = [function((3,), 1.0) if function is dl.full else function((3,))
-               for _ in range(16)]
+    tensors = [function((3,), 1.0) if function is dl.full else function((3,)) for _ in range(16)]
     assert all(t.data_ptr % alignment == 0 for t in tensors)
     if function is not dl.full:
         assert parameters["dtype"].default == "float32"
@@ -89,7 +96,7 @@ def test_creation_signatures_show_their_real_defaults(function):
 @pytest.mark.parametrize("function", [dl.empty, dl.zeros, dl.ones])
 def test_docstrings_say_the_default_dtype_is_float32(function):
     doc = inspect.getdoc(function)
-    assert "float32" in doc and "float64" in doc      # ours, and NumPy's that differs
+    assert "float32" in doc and "float64" in doc  # ours, and NumPy's that differs
 
 
 def test_help_shows_real_parameters():
@@ -100,13 +107,29 @@ def test_help_shows_real_parameters():
     assert "Device(type, index=None)" in pydoc.render_doc(dl.Device, renderer=pydoc.plaintext)
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("f4", dl.float32), ("<f8", dl.float64), ("=i4", dl.int32), ("|u1", dl.uint8),
-    ("i8", dl.int64), ("c8", dl.complex64), ("c16", dl.complex128), ("f2", dl.float16),
-    ("b1", dl.bool_), ("?", dl.bool_), (">u1", dl.uint8), ("double", dl.float64),
-    ("half", dl.float16), ("single", dl.float32), ("cdouble", dl.complex128),
-    ("csingle", dl.complex64), ("short", dl.int16), ("ushort", dl.uint16),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("f4", dl.float32),
+        ("<f8", dl.float64),
+        ("=i4", dl.int32),
+        ("|u1", dl.uint8),
+        ("i8", dl.int64),
+        ("c8", dl.complex64),
+        ("c16", dl.complex128),
+        ("f2", dl.float16),
+        ("b1", dl.bool_),
+        ("?", dl.bool_),
+        (">u1", dl.uint8),
+        ("double", dl.float64),
+        ("half", dl.float16),
+        ("single", dl.float32),
+        ("cdouble", dl.complex128),
+        ("csingle", dl.complex64),
+        ("short", dl.int16),
+        ("ushort", dl.uint16),
+    ],
+)
 def test_numpy_type_strings_and_unambiguous_c_names_are_understood(name, expected):
     assert dl.dtype(name) is expected
     assert dl.zeros((2,), name).dtype is expected
@@ -114,16 +137,39 @@ def test_numpy_type_strings_and_unambiguous_c_names_are_understood(name, expecte
 
 def test_the_aliases_agree_with_numpy():
     np = pytest.importorskip("numpy")
-    for name in ("f4", "<f8", "=i4", "|u1", "i8", "c8", "c16", "f2", "b1", "?", "double",
-                 "half", "single", "cdouble", "csingle", "short", "ushort"):
+    for name in (
+        "f4",
+        "<f8",
+        "=i4",
+        "|u1",
+        "i8",
+        "c8",
+        "c16",
+        "f2",
+        "b1",
+        "?",
+        "double",
+        "half",
+        "single",
+        "cdouble",
+        "csingle",
+        "short",
+        "ushort",
+    ):
         assert dl.dtype(name).name == np.dtype(name).name
 
 
-@pytest.mark.parametrize("name, reads", [("float", "float64, PyTorch as float32"),
-                                         ("int", "int64, PyTorch as int32"),
-                                         ("byte", "int8, PyTorch as uint8"),
-                                         ("complex", "complex128"), ("long", "Windows"),
-                                         ("cfloat", "complex64")])
+@pytest.mark.parametrize(
+    "name, reads",
+    [
+        ("float", "float64, PyTorch as float32"),
+        ("int", "int64, PyTorch as int32"),
+        ("byte", "int8, PyTorch as uint8"),
+        ("complex", "complex128"),
+        ("long", "Windows"),
+        ("cfloat", "complex64"),
+    ],
+)
 def test_names_numpy_and_pytorch_read_differently_are_refused_saying_so(name, reads):
     with pytest.raises(ValueError, match=f"'{name}' is ambiguous") as info:
         dl.dtype(name)
@@ -132,9 +178,16 @@ def test_names_numpy_and_pytorch_read_differently_are_refused_saying_so(name, re
         dl.zeros((2,), name)
 
 
-@pytest.mark.parametrize("name, nearest", [("flaot32", "float32"), ("Float32", "float32"),
-                                           ("bfloat", "bfloat16"), ("uint9", "uint8"),
-                                           ("float8_e4m3f", "float8_e4m3fn")])
+@pytest.mark.parametrize(
+    "name, nearest",
+    [
+        ("flaot32", "float32"),
+        ("Float32", "float32"),
+        ("bfloat", "bfloat16"),
+        ("uint9", "uint8"),
+        ("float8_e4m3f", "float8_e4m3fn"),
+    ],
+)
 def test_an_unknown_name_suggests_the_nearest_and_lists_the_valid_ones(name, nearest):
     with pytest.raises(ValueError) as info:
         dl.dtype(name)
@@ -156,15 +209,24 @@ def test_byte_swapped_type_strings_are_refused():
 
 
 @pytest.mark.skipif(dl.cuda.is_available(), reason="this machine has a GPU")
-@pytest.mark.parametrize("make", [
-    lambda: dl.zeros((2,), device="cuda"), lambda: dl.empty((2,), device="cuda:1"),
-    lambda: dl.zeros((2,), device="cuda_host"), lambda: dl.zeros((2,), device="cuda_managed"),
-    lambda: dl.from_dlpack(dl.zeros(2), device="cuda"), lambda: dl.zeros(2).to("cuda"),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: dl.zeros((2,), device="cuda"),
+        lambda: dl.empty((2,), device="cuda:1"),
+        lambda: dl.zeros((2,), device="cuda_host"),
+        lambda: dl.zeros((2,), device="cuda_managed"),
+        lambda: dl.from_dlpack(dl.zeros(2), device="cuda"),
+        lambda: dl.zeros(2).to("cuda"),
+    ],
+)
 def test_cuda_without_a_gpu_says_there_is_none(make):
     # A build without the CUDA layer says that instead.
-    expected = ("no CUDA GPU is available: " + r"dl.cuda.is_available\(\) is False"
-                if dl.build_info()["cuda_allocator_built"] else "built without it")
+    expected = (
+        "no CUDA GPU is available: " + r"dl.cuda.is_available\(\) is False"
+        if dl.build_info()["cuda_allocator_built"]
+        else "built without it"
+    )
     with pytest.raises(dl.cuda.CUDAError, match=expected):
         make()
 

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import dlinterop as dl
+
 from forge import DLManagedTensor, DLManagedTensorVersioned, capsule_name
 
 MAX_VERSIONS = [None, (0, 0), (1, 0), (1, 3), (2, 0)]
@@ -36,9 +37,11 @@ parametrize_max_version = pytest.mark.parametrize("max_version", MAX_VERSIONS, i
 
 # Private function objects, so that ctypes.pythonapi's shared ones keep their settings.
 _get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", ctypes.pythonapi))
+    ("PyCapsule_GetPointer", ctypes.pythonapi)
+)
 _set_name = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(
-    ("PyCapsule_SetName", ctypes.pythonapi))
+    ("PyCapsule_SetName", ctypes.pythonapi)
+)
 # A capsule keeps a raw pointer to its name: these bytes must outlive every capsule.
 _USED_NAMES = {"dltensor": b"used_dltensor", "dltensor_versioned": b"used_dltensor_versioned"}
 # A ctypes foreign call releases the GIL for its duration.
@@ -86,6 +89,7 @@ def unraisable():
 # Names, versions, struct contents
 # --------------------------------------------------------------------------------------
 
+
 @parametrize_max_version
 def test_capsule_name_follows_max_version(max_version):
     t = dl.zeros((2, 3))
@@ -112,11 +116,23 @@ def test_versioned_capsule_is_stamped_with_negotiated_version(max_version):
     assert m.deleter
 
 
-@pytest.mark.parametrize(("max_version", "expected"), [
-    ((1, 1), (1, 1)), ((1, 2**40), (1, 3)), ((1, 2**70), (1, 3)), ((2**70, 0), (1, 3)),
-    ((3, -5), (1, 3)), ((1, -1), (1, 0)), ((1, -2**70), (1, 0)), ((True, False), (1, 0)),
-    ((0, 7), None), ((-1, 3), None), ((-2**70, 9), None), ((2**30, 1), (1, 3)),
-])
+@pytest.mark.parametrize(
+    ("max_version", "expected"),
+    [
+        ((1, 1), (1, 1)),
+        ((1, 2**40), (1, 3)),
+        ((1, 2**70), (1, 3)),
+        ((2**70, 0), (1, 3)),
+        ((3, -5), (1, 3)),
+        ((1, -1), (1, 0)),
+        ((1, -(2**70)), (1, 0)),
+        ((True, False), (1, 0)),
+        ((0, 7), None),
+        ((-1, 3), None),
+        ((-(2**70), 9), None),
+        ((2**30, 1), (1, 3)),
+    ],
+)
 def test_max_version_parts_of_any_size(max_version, expected):
     # Small ints are read inline, others through PyLong_AsLongAndOverflow (saturating):
     # both must negotiate alike.
@@ -144,6 +160,7 @@ def test_to_dlpack_name_and_version(versioned):
 # --------------------------------------------------------------------------------------
 # Reference counts and live_exports
 # --------------------------------------------------------------------------------------
+
 
 @parametrize_max_version
 def test_unconsumed_capsule_holds_one_reference(max_version):
@@ -229,8 +246,10 @@ def test_import_with_copy_releases_the_source_capsule_at_once(max_version):
 
 
 # Bytes objects whose buffers serve as capsule names: they must outlive the capsules.
-_RESTORED_NAMES = {"dltensor": (b"used_dltensor", b"dltensor"),
-                   "dltensor_versioned": (b"used_dltensor_versioned", b"dltensor_versioned")}
+_RESTORED_NAMES = {
+    "dltensor": (b"used_dltensor", b"dltensor"),
+    "dltensor_versioned": (b"used_dltensor_versioned", b"dltensor_versioned"),
+}
 
 
 @pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "legacy"])
@@ -269,8 +288,10 @@ def test_live_exports_goes_up_and_back_down():
 # Producer and consumer dying in either order
 # --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("producer_dies_first", [True, False], ids=["producer-first",
-                                                                     "consumer-first"])
+
+@pytest.mark.parametrize(
+    "producer_dies_first", [True, False], ids=["producer-first", "consumer-first"]
+)
 @parametrize_max_version
 def test_dl_to_numpy_either_order(max_version, producer_dies_first, live_counters):
     before = live_counters()
@@ -294,8 +315,9 @@ def test_dl_to_numpy_either_order(max_version, producer_dies_first, live_counter
     assert live_counters() == before
 
 
-@pytest.mark.parametrize("producer_dies_first", [True, False], ids=["producer-first",
-                                                                     "consumer-first"])
+@pytest.mark.parametrize(
+    "producer_dies_first", [True, False], ids=["producer-first", "consumer-first"]
+)
 def test_dl_to_numpy_direct_either_order(producer_dies_first, live_counters):
     before = live_counters()
     t = dl.full((5,), 3.0, dtype="float64")
@@ -312,8 +334,9 @@ def test_dl_to_numpy_direct_either_order(producer_dies_first, live_counters):
     assert live_counters() == before
 
 
-@pytest.mark.parametrize("producer_dies_first", [True, False], ids=["producer-first",
-                                                                     "consumer-first"])
+@pytest.mark.parametrize(
+    "producer_dies_first", [True, False], ids=["producer-first", "consumer-first"]
+)
 def test_numpy_to_dl_either_order(producer_dies_first):
     array = np.arange(6.0).reshape(2, 3)
     alive = weakref.ref(array)
@@ -335,8 +358,9 @@ def test_numpy_to_dl_either_order(producer_dies_first):
     assert alive() is None
 
 
-@pytest.mark.parametrize("producer_dies_first", [True, False], ids=["producer-first",
-                                                                     "consumer-first"])
+@pytest.mark.parametrize(
+    "producer_dies_first", [True, False], ids=["producer-first", "consumer-first"]
+)
 @parametrize_max_version
 def test_dl_to_dl_either_order(max_version, producer_dies_first, live_counters):
     before = live_counters()
@@ -358,6 +382,7 @@ def test_dl_to_dl_either_order(max_version, producer_dies_first, live_counters):
 # --------------------------------------------------------------------------------------
 # Exceptions in flight
 # --------------------------------------------------------------------------------------
+
 
 @parametrize_max_version
 def test_exception_survives_capsule_deleted_in_handler(max_version, unraisable):
@@ -463,9 +488,11 @@ def test_exception_survives_capsule_death_that_runs_python_deleters():
     # In a subprocess: if the exception were set while the ctypes deleter runs, CPython
     # 3.11 can crash while unwinding (see forge.py's caveat).
     script = _PYTHON_DELETER_SCRIPT.format(
-        support=os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=60)
+        support=os.path.join(os.path.dirname(os.path.abspath(__file__)), "support")
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert proc.stderr == ""
 
@@ -473,6 +500,7 @@ def test_exception_survives_capsule_death_that_runs_python_deleters():
 # --------------------------------------------------------------------------------------
 # Deleters on other threads
 # --------------------------------------------------------------------------------------
+
 
 def _detach_deleter(capsule):
     """Renames the capsule to used_* (so its destructor does nothing) and returns a
@@ -597,8 +625,9 @@ _SHUTDOWN_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.parametrize("run", range(3))
 def test_deleters_at_interpreter_shutdown_are_silent(run):
-    proc = subprocess.run([sys.executable, "-c", _SHUTDOWN_SCRIPT], capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", _SHUTDOWN_SCRIPT], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert proc.stderr == ""
 
@@ -611,8 +640,12 @@ def test_deleters_at_interpreter_shutdown_are_silent(run):
 # is what a C++ framework's worker releasing a tensor looks like: no thread state, no GIL.
 _libc = ctypes.CDLL(None, use_errno=True)
 _pthread_create = _libc.pthread_create
-_pthread_create.argtypes = [ctypes.POINTER(ctypes.c_ulong), ctypes.c_void_p, ctypes.c_void_p,
-                            ctypes.c_void_p]
+_pthread_create.argtypes = [
+    ctypes.POINTER(ctypes.c_ulong),
+    ctypes.c_void_p,
+    ctypes.c_void_p,
+    ctypes.c_void_p,
+]
 _pthread_join = _libc.pthread_join
 _pthread_join.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
 
@@ -646,7 +679,6 @@ def test_deleter_called_on_a_native_thread_python_never_saw(versioned):
     assert live_exports() == exports
     del capsules
     assert sys.getrefcount(t) == base
-
 
 
 # ---- ownership chains ----------------------------------------------------------------------
@@ -683,8 +715,7 @@ def test_a_long_chain_of_imports_is_freed_without_recursion(step):
         stats = dl.memory_stats()
         print(stats["live_buffers"], stats["live_exports"])
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["0", "0"]
 
@@ -713,4 +744,4 @@ def test_importing_dlinterops_own_capsule_releases_the_export_at_once():
     assert u.data_ptr == t.data_ptr and u.owner is t
     del t
     gc.collect()
-    assert memoryview(u).tolist() == [0.0] * 4    # u keeps the memory alive
+    assert memoryview(u).tolist() == [0.0] * 4  # u keeps the memory alive

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import dlinterop as dl
+
 from forge import CountingProducer, capsule_name, forge
 
 # Where forge lives, for the scripts run in a child process.
@@ -33,15 +34,33 @@ INT32_MIN = -(2**31)
 # Every (code, bits, lanes) dlinterop imports (DLPack 1.3 and kDLBcomplex,
 # include/dlpack/dlpack.h; sub-byte integers packed as DLPack packs sub-byte floats).
 VALID_DTYPES = {
-    (0, 1, 1), (0, 2, 1), (0, 4, 1), (0, 8, 1), (0, 16, 1), (0, 32, 1), (0, 64, 1),
-    (1, 1, 1), (1, 2, 1), (1, 4, 1), (1, 8, 1), (1, 16, 1), (1, 32, 1), (1, 64, 1),
-    (2, 16, 1), (2, 32, 1), (2, 64, 1),
+    (0, 1, 1),
+    (0, 2, 1),
+    (0, 4, 1),
+    (0, 8, 1),
+    (0, 16, 1),
+    (0, 32, 1),
+    (0, 64, 1),
+    (1, 1, 1),
+    (1, 2, 1),
+    (1, 4, 1),
+    (1, 8, 1),
+    (1, 16, 1),
+    (1, 32, 1),
+    (1, 64, 1),
+    (2, 16, 1),
+    (2, 32, 1),
+    (2, 64, 1),
     (4, 16, 1),
-    (5, 32, 1), (5, 64, 1), (5, 128, 1),
+    (5, 32, 1),
+    (5, 64, 1),
+    (5, 128, 1),
     (6, 8, 1),
     *((code, 8, 1) for code in range(7, 15)),
-    (15, 6, 1), (16, 6, 1),
-    (17, 4, 1), (17, 4, 2),
+    (15, 6, 1),
+    (16, 6, 1),
+    (17, 4, 1),
+    (17, 4, 2),
     (18, 32, 1),
 }
 
@@ -95,8 +114,18 @@ def assert_rejected(forged, exc=BufferError, *, route="capsule", match=None, del
 # Capsule names
 # --------------------------------------------------------------------------------------
 
-WRONG_NAMES = ["foo", "", "DLTENSOR", "dltensor ", "dltensor_versioned_", "Dltensor_versioned",
-               "dltensor\x01", "used_", "used_dltensor_versioned_x", "numpy_array"]
+WRONG_NAMES = [
+    "foo",
+    "",
+    "DLTENSOR",
+    "dltensor ",
+    "dltensor_versioned_",
+    "Dltensor_versioned",
+    "dltensor\x01",
+    "used_",
+    "used_dltensor_versioned_x",
+    "numpy_array",
+]
 
 
 @pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "legacy"])
@@ -122,8 +151,9 @@ def test_producer_returning_used_capsule_is_value_error(route):
 
 
 def test_capsule_with_null_name_is_value_error():
-    new_capsule = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p,
-                                    ctypes.c_void_p)(("PyCapsule_New", ctypes.pythonapi))
+    new_capsule = ctypes.PYFUNCTYPE(
+        ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p
+    )(("PyCapsule_New", ctypes.pythonapi))
     f = forge()
     capsule = new_capsule(f.address, None, None)  # no destructor: f's capsule owns the tensor
     before = _stats()
@@ -154,6 +184,7 @@ def test_consumed_capsule_cannot_be_imported_again():
 # Versions
 # --------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("major", [0, 2, 3, 255, 2**32 - 1])
 def test_versioned_major_not_1_is_buffer_error(major, route):
@@ -172,6 +203,7 @@ def test_versioned_any_minor_of_major_1_is_accepted(minor):
 # --------------------------------------------------------------------------------------
 # Data types
 # --------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "legacy"])
 @pytest.mark.parametrize("code", range(19))
@@ -197,9 +229,12 @@ def test_unknown_dtype_code_is_buffer_error(code, bits):
 
 
 # (17, 4, 2) is float4_e2m1fn_x2, accepted (test_float4_e2m1fn_x2_is_accepted).
-MULTI_LANE = [(code, bits, lanes)
-              for code, bits in sorted({(c, b) for c, b, _ in VALID_DTYPES})
-              for lanes in (0, 2, 3, 4, 16, 65535) if (code, bits, lanes) != (17, 4, 2)]
+MULTI_LANE = [
+    (code, bits, lanes)
+    for code, bits in sorted({(c, b) for c, b, _ in VALID_DTYPES})
+    for lanes in (0, 2, 3, 4, 16, 65535)
+    if (code, bits, lanes) != (17, 4, 2)
+]
 
 
 @pytest.mark.parametrize("triple", MULTI_LANE, ids=str)
@@ -230,6 +265,7 @@ def test_every_valid_dtype_is_accepted(triple):
 # --------------------------------------------------------------------------------------
 # Devices
 # --------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "legacy"])
 @pytest.mark.parametrize("route", ROUTES)
@@ -277,18 +313,15 @@ MALFORMED = {
     "count_overflow-int64_max*2": dict(shape=(INT64_MAX, 2), nbytes=64),
     "count_overflow-strided": dict(shape=(2**40, 2**40), strides=(0, 0), nbytes=64),
     "extent-stride_2^62-float32": dict(shape=(2,), strides=(2**62,), nbytes=64),
-    "extent-stride_2^60-float64": dict(shape=(2,), strides=(2**60,), dtype=(2, 64, 1),
-                                       nbytes=64),
+    "extent-stride_2^60-float64": dict(shape=(2,), strides=(2**60,), dtype=(2, 64, 1), nbytes=64),
     "extent-stride_int64_min": dict(shape=(2,), strides=(INT64_MIN,), nbytes=64),
     "extent-negative_stride": dict(shape=(3,), strides=(-(2**62),), nbytes=64),
-    "extent-sum_of_spans": dict(shape=(2, 2), strides=(2**62, 2**62), dtype=(1, 8, 1),
-                                nbytes=64),
+    "extent-sum_of_spans": dict(shape=(2, 2), strides=(2**62, 2**62), dtype=(1, 8, 1), nbytes=64),
     "extent-int64_max_dim": dict(shape=(INT64_MAX,), dtype=(2, 64, 1), nbytes=64),
     "byte_offset-2^63": dict(shape=(2,), byte_offset=2**63, nbytes=64),
     "byte_offset-uint64_max": dict(shape=(2,), byte_offset=UINT64_MAX, nbytes=64),
     "byte_offset-int64_max": dict(shape=(1,), byte_offset=INT64_MAX, nbytes=64),
-    "byte_offset-plus-extent": dict(shape=(2,), strides=(2**60,), byte_offset=2**62,
-                                    nbytes=64),
+    "byte_offset-plus-extent": dict(shape=(2,), strides=(2**60,), byte_offset=2**62, nbytes=64),
     "null_data": dict(shape=(2, 3), data=None),
     "null_data-scalar": dict(shape=(), data=None),
     "null_data-broadcast": dict(shape=(4,), strides=(0,), data=None),
@@ -308,10 +341,10 @@ def test_malformed_tensor_is_buffer_error(case, route, versioned):
 EXTENT_WRAP = {
     "stride_int64_max-int8": dict(shape=(2,), strides=(INT64_MAX,), dtype=(0, 8, 1)),
     "stride_-int64_max-int8": dict(shape=(2,), strides=(-INT64_MAX,), dtype=(0, 8, 1)),
-    "spans_sum_to_int64_max-uint8": dict(shape=(2, 2), strides=(2**62, 2**62 - 1),
-                                         dtype=(1, 8, 1)),
-    "stride_int64_max-int8-byte_offset_2^62": dict(shape=(2,), strides=(INT64_MAX,),
-                                                   dtype=(0, 8, 1), byte_offset=2**62),
+    "spans_sum_to_int64_max-uint8": dict(shape=(2, 2), strides=(2**62, 2**62 - 1), dtype=(1, 8, 1)),
+    "stride_int64_max-int8-byte_offset_2^62": dict(
+        shape=(2,), strides=(INT64_MAX,), dtype=(0, 8, 1), byte_offset=2**62
+    ),
 }
 
 
@@ -382,10 +415,17 @@ def test_null_deleter_is_accepted_and_released_without_crash(versioned):
 # Non-capsules and misbehaving producers
 # --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kwargs", [{}, {"copy": True}, {"copy": False}, {"device": "cpu"}],
-                         ids=["plain", "copy", "nocopy", "device"])
-@pytest.mark.parametrize("obj", [1, 1.5, "dltensor", b"dltensor", [], [1, 2], {}, None,
-                                 object()], ids=lambda o: type(o).__name__)
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"copy": True}, {"copy": False}, {"device": "cpu"}],
+    ids=["plain", "copy", "nocopy", "device"],
+)
+@pytest.mark.parametrize(
+    "obj",
+    [1, 1.5, "dltensor", b"dltensor", [], [1, 2], {}, None, object()],
+    ids=lambda o: type(o).__name__,
+)
 def test_non_capsule_without_dlpack_is_type_error(obj, kwargs):
     before = _stats()
     with pytest.raises(TypeError):
@@ -406,14 +446,24 @@ class RaisingProducer:
         return (1, 0)
 
 
-PRODUCER_ERRORS = [TypeError("bad keyword"), ValueError("no"), BufferError("cannot export"),
-                   RuntimeError("boom"), KeyError("k"), AttributeError("inner attribute"),
-                   MemoryError("oom"), NotImplementedError("later"),
-                   dl.CopyError("copy needed")]
+PRODUCER_ERRORS = [
+    TypeError("bad keyword"),
+    ValueError("no"),
+    BufferError("cannot export"),
+    RuntimeError("boom"),
+    KeyError("k"),
+    AttributeError("inner attribute"),
+    MemoryError("oom"),
+    NotImplementedError("later"),
+    dl.CopyError("copy needed"),
+]
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"copy": True}, {"copy": False}, {"device": "cpu"}],
-                         ids=["plain", "copy", "nocopy", "device"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"copy": True}, {"copy": False}, {"device": "cpu"}],
+    ids=["plain", "copy", "nocopy", "device"],
+)
 @pytest.mark.parametrize("error", PRODUCER_ERRORS, ids=lambda e: type(e).__name__)
 def test_producer_exception_propagates_unchanged(error, kwargs):
     producer = RaisingProducer(error)
@@ -516,19 +566,26 @@ _CRASH_SCRIPT = textwrap.dedent("""
 
 
 def test_crash_prone_cases_in_a_subprocess():
-    script = _CRASH_SCRIPT.format(support=SUPPORT,
-                                  rejected=list(MALFORMED.values()))
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120)
+    script = _CRASH_SCRIPT.format(support=SUPPORT, rejected=list(MALFORMED.values()))
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert proc.stderr == ""
 
 
 def _rejects():
     """A few malformed capsules, each rejected without being consumed."""
-    return [forge(ndim=-1), forge(dtype=(3, 32, 1)), forge(device=(22, 0)),
-            forge(name="used_dltensor_versioned"), forge(name="foo"), forge(data=None),
-            forge(version=(2, 0)), forge(shape=(2**32, 2**32), nbytes=64, versioned=False)]
+    return [
+        forge(ndim=-1),
+        forge(dtype=(3, 32, 1)),
+        forge(device=(22, 0)),
+        forge(name="used_dltensor_versioned"),
+        forge(name="foo"),
+        forge(data=None),
+        forge(version=(2, 0)),
+        forge(shape=(2**32, 2**32), nbytes=64, versioned=False),
+    ]
 
 
 def test_many_rejected_imports_leak_nothing():
@@ -573,6 +630,7 @@ def test_many_rejected_imports_leak_nothing():
 # More versions, foreign capsules and misbehaving producers
 # --------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("version", [(2, 99), (2, 3), (0, 99), (2**31, 1)], ids=str)
 def test_versioned_major_not_1_is_buffer_error_whatever_the_minor(version, route):
@@ -586,13 +644,16 @@ def _foreign_capsules():
 
     import numpy._core.multiarray as multiarray
 
-    return {"datetime.datetime_CAPI": datetime.datetime_CAPI,
-            "unicodedata._ucnhash_CAPI": unicodedata._ucnhash_CAPI,
-            "numpy _ARRAY_API (no name)": multiarray._ARRAY_API}
+    return {
+        "datetime.datetime_CAPI": datetime.datetime_CAPI,
+        "unicodedata._ucnhash_CAPI": unicodedata._ucnhash_CAPI,
+        "numpy _ARRAY_API (no name)": multiarray._ARRAY_API,
+    }
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"copy": True}, {"device": "cpu"}],
-                         ids=["plain", "copy", "device"])
+@pytest.mark.parametrize(
+    "kwargs", [{}, {"copy": True}, {"device": "cpu"}], ids=["plain", "copy", "device"]
+)
 @pytest.mark.parametrize("how", ["capsule", "producer"])
 @pytest.mark.parametrize("which", list(_foreign_capsules()))
 def test_foreign_capsule_is_value_error_and_left_working(which, how, kwargs):
@@ -604,11 +665,13 @@ def test_foreign_capsule_is_value_error_and_left_working(which, how, kwargs):
     assert capsule_name(capsule) == name
     assert dl.memory_stats() == before
     import datetime
+
     assert datetime.date(2024, 1, 2).isoformat() == "2024-01-02"  # its capsule still works
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"copy": True}, {"device": "cpu"}],
-                         ids=["plain", "copy", "device"])
+@pytest.mark.parametrize(
+    "kwargs", [{}, {"copy": True}, {"device": "cpu"}], ids=["plain", "copy", "device"]
+)
 @pytest.mark.parametrize("name", ["datetime.datetime_CAPI", "dlpack_exchange_api", "numpy_array"])
 def test_producer_returning_foreign_named_capsule_is_value_error(name, kwargs):
     f = forge(name=name)
@@ -640,8 +703,9 @@ class _OldSignatureProducer:
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"copy": True}], ids=["plain", "copy"])
-@pytest.mark.parametrize("result", [None, "dltensor", 7, RuntimeError("old boom"),
-                                    BufferError("old refusal")], ids=repr)
+@pytest.mark.parametrize(
+    "result", [None, "dltensor", 7, RuntimeError("old boom"), BufferError("old refusal")], ids=repr
+)
 def test_old_signature_producer_junk_or_error_after_the_retry(result, kwargs):
     producer = _OldSignatureProducer(result)
     before = _stats()
@@ -654,8 +718,11 @@ def test_old_signature_producer_junk_or_error_after_the_retry(result, kwargs):
     assert dl.memory_stats() == before
 
 
-@pytest.mark.parametrize("error", [KeyboardInterrupt("stop"), SystemExit(3),
-                                   GeneratorExit()], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize(
+    "error",
+    [KeyboardInterrupt("stop"), SystemExit(3), GeneratorExit()],
+    ids=lambda e: type(e).__name__,
+)
 def test_producer_base_exception_propagates_unchanged(error):
     producer = RaisingProducer(error)
     before = _stats()
@@ -685,8 +752,9 @@ def test_producer_returning_its_capsule_twice_second_import_is_value_error():
     assert f.deleter_calls == 1
 
 
-@pytest.mark.parametrize("error", [RuntimeError("device boom"), TypeError("bad device")],
-                         ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize(
+    "error", [RuntimeError("device boom"), TypeError("bad device")], ids=lambda e: type(e).__name__
+)
 def test_dlpack_device_exception_propagates_unchanged(error):
     class Producer:
         def __dlpack__(self, **kwargs):
@@ -773,8 +841,9 @@ _SHORT_TUPLES_SCRIPT = textwrap.dedent("""
 
 def test_short_tuples_and_null_tensors_from_producers_do_not_crash():
     script = _SHORT_TUPLES_SCRIPT.format(support=SUPPORT)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert proc.stderr == ""
 
@@ -783,11 +852,16 @@ def test_short_tuples_and_null_tensors_from_producers_do_not_crash():
 # Broadcast views of more than 2**63 bytes (found by UBSan under the fuzzer)
 # --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("shape, strides, dtype", [
-    ((2**62,), (0,), (2, 32, 1)),
-    ((2**61, 2), (0, 0), (2, 64, 1)),
-    ((INT64_MAX,), (0,), (5, 128, 1)),
-], ids=["2^62xfloat32", "2^61x2xfloat64", "int64_maxxcomplex128"])
+
+@pytest.mark.parametrize(
+    "shape, strides, dtype",
+    [
+        ((2**62,), (0,), (2, 32, 1)),
+        ((2**61, 2), (0, 0), (2, 64, 1)),
+        ((INT64_MAX,), (0,), (5, 128, 1)),
+    ],
+    ids=["2^62xfloat32", "2^61x2xfloat64", "int64_maxxcomplex128"],
+)
 def test_nbytes_of_a_huge_broadcast_view_is_exact(shape, strides, dtype):
     # Regression: nbytes was count * bits computed in int64 (signed overflow: 0 or garbage).
     f = forge(shape=shape, strides=strides, dtype=dtype, nbytes=64)

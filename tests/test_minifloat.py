@@ -65,10 +65,34 @@ def _probe_values(name):
         values += [math.nextafter(v, -math.inf), math.nextafter(v, math.inf)]
     top, bottom = max(finite), min(abs(v) for v in finite if v != 0)
     values += [
-        0.0, -0.0, math.inf, -math.inf, math.nan, -math.nan,
-        1e300, -1e300, 1e10, -1e10, top * 1.01, top * 1.5, top * 2, -top * 1.5,
-        bottom / 2, bottom / 4, bottom * 0.75, -bottom / 2, -bottom / 3,
-        1e-300, -1e-300, 5e-324, -5e-324, 1.0, -1.0, 0.1, math.pi, -math.e,
+        0.0,
+        -0.0,
+        math.inf,
+        -math.inf,
+        math.nan,
+        -math.nan,
+        1e300,
+        -1e300,
+        1e10,
+        -1e10,
+        top * 1.01,
+        top * 1.5,
+        top * 2,
+        -top * 1.5,
+        bottom / 2,
+        bottom / 4,
+        bottom * 0.75,
+        -bottom / 2,
+        -bottom / 3,
+        1e-300,
+        -1e-300,
+        5e-324,
+        -5e-324,
+        1.0,
+        -1.0,
+        0.1,
+        math.pi,
+        -math.e,
     ]
     return values
 
@@ -106,10 +130,12 @@ def test_encode_matches_ml_dtypes(name):
 def test_encode_random_values(name):
     rng = np.random.default_rng(1234)
     top = float(ml_dtypes.finfo(_dtype(name)).max)
-    values = np.concatenate([
-        rng.uniform(-top * 1.2, top * 1.2, 1000),
-        np.exp2(rng.uniform(-140, 130, 1000)) * rng.choice([-1.0, 1.0], 1000),
-    ]).tolist()
+    values = np.concatenate(
+        [
+            rng.uniform(-top * 1.2, top * 1.2, 1000),
+            np.exp2(rng.uniform(-140, 130, 1000)) * rng.choice([-1.0, 1.0], 1000),
+        ]
+    ).tolist()
     expected = _ml_encode(name, values).tolist()
     for value, want in zip(values, expected):
         assert _minifloat.encode(name, value) == want, (name, value, hex(want))

@@ -90,8 +90,9 @@ print(json.dumps(results))
 
 def run_cases(cases, call):
     code = SCRIPT.format(support_dir=SUPPORT_DIR, cases=json.dumps(cases), call=call)
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     # ctypes reports a callback that failed (a SystemError from running with an exception
     # pending) as "Exception ignored on calling ctypes callback function".
@@ -116,8 +117,9 @@ def test_rejected_capsule_dies_with_no_exception_pending(call):
 def test_tensor_dropped_on_a_later_error_releases_its_capsule_with_no_exception_pending():
     # Consumed, then refused: the producer ignores dl_device and the copy is forbidden, so
     # the Tensor (owning the capsule) dies with CopyError pending.
-    results = run_cases({"wrong device": dict(device=(1, 0))},
-                        "dl.from_dlpack(p, device=(3, 0), copy=False)")
+    results = run_cases(
+        {"wrong device": dict(device=(1, 0))}, "dl.from_dlpack(p, device=(3, 0), copy=False)"
+    )
     r = results["wrong device"]
     assert r["error"].startswith("CopyError"), r
     assert r["pending"] == [] and r["deleter_calls"] == [1], r
@@ -139,6 +141,5 @@ del t
 assert f.deleter_calls == 1 and forge.PENDING_SEEN == [], forge.PENDING_SEEN
 print("ok")
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from numpy.lib.stride_tricks import as_strided
 
 import dlinterop as dl
+
 from forge import (
     IS_COPIED,
     READ_ONLY,
@@ -31,34 +32,73 @@ from forge import (
     DLManagedTensorVersioned,
     c_strides,
     capsule_name,
-    forge,
     capsule_strides,
+    forge,
     managed_pointer,
     same_layout,
 )
 
 _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("default", max_examples=200, **_COMMON)
-settings.register_profile("ci", max_examples=200, derandomize=True, database=None,
-                          print_blob=True, **_COMMON)
+settings.register_profile(
+    "ci", max_examples=200, derandomize=True, database=None, print_blob=True, **_COMMON
+)
 settings.register_profile("thorough", max_examples=5_000, **_COMMON)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE",
-                                     "ci" if os.environ.get("CI") else "default"))
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "default")
+)
 
 # Every (code, bits, lanes) DLPack 1.3 defines.
-DTYPES = [(0, 8, 1), (0, 16, 1), (0, 32, 1), (0, 64, 1),
-          (1, 8, 1), (1, 16, 1), (1, 32, 1), (1, 64, 1),
-          (2, 16, 1), (2, 32, 1), (2, 64, 1), (4, 16, 1),
-          (5, 32, 1), (5, 64, 1), (5, 128, 1), (6, 8, 1),
-          *((code, 8, 1) for code in range(7, 15)),
-          (15, 6, 1), (16, 6, 1), (17, 4, 1), (17, 4, 2)]
-NUMPY_DTYPES = {(0, 8, 1): "i1", (0, 16, 1): "i2", (0, 32, 1): "i4", (0, 64, 1): "i8",
-                (1, 8, 1): "u1", (1, 16, 1): "u2", (1, 32, 1): "u4", (1, 64, 1): "u8",
-                (2, 16, 1): "f2", (2, 32, 1): "f4", (2, 64, 1): "f8",
-                (5, 64, 1): "c8", (5, 128, 1): "c16", (6, 8, 1): "?"}
+DTYPES = [
+    (0, 8, 1),
+    (0, 16, 1),
+    (0, 32, 1),
+    (0, 64, 1),
+    (1, 8, 1),
+    (1, 16, 1),
+    (1, 32, 1),
+    (1, 64, 1),
+    (2, 16, 1),
+    (2, 32, 1),
+    (2, 64, 1),
+    (4, 16, 1),
+    (5, 32, 1),
+    (5, 64, 1),
+    (5, 128, 1),
+    (6, 8, 1),
+    *((code, 8, 1) for code in range(7, 15)),
+    (15, 6, 1),
+    (16, 6, 1),
+    (17, 4, 1),
+    (17, 4, 2),
+]
+NUMPY_DTYPES = {
+    (0, 8, 1): "i1",
+    (0, 16, 1): "i2",
+    (0, 32, 1): "i4",
+    (0, 64, 1): "i8",
+    (1, 8, 1): "u1",
+    (1, 16, 1): "u2",
+    (1, 32, 1): "u4",
+    (1, 64, 1): "u8",
+    (2, 16, 1): "f2",
+    (2, 32, 1): "f4",
+    (2, 64, 1): "f8",
+    (5, 64, 1): "c8",
+    (5, 128, 1): "c16",
+    (6, 8, 1): "?",
+}
 # max_version a consumer asks for -> the capsule it gets: None (legacy) or the 1.x minor.
-MAX_VERSIONS = {None: None, (0, 5): None, (1, 0): 0, (1, 1): 1, (1, 2): 2, (1, 3): 3,
-                (1, 99): 3, (2, 0): 3}
+MAX_VERSIONS = {
+    None: None,
+    (0, 5): None,
+    (1, 0): 0,
+    (1, 1): 1,
+    (1, 2): 2,
+    (1, 3): 3,
+    (1, 99): 3,
+    (2, 0): 3,
+}
 DLPACK_FIELDS = ("live_buffers", "live_bytes", "live_exports")
 
 
@@ -123,9 +163,15 @@ def _tensor_bytes(t):
 
 
 def _forged_source(dtype, shape, strides, byte_offset, readonly, version, versioned):
-    f = forge(shape=shape, dtype=dtype, strides=strides, byte_offset=byte_offset,
-              versioned=versioned, readonly=readonly and versioned,
-              version=version if versioned else (1, 3))
+    f = forge(
+        shape=shape,
+        dtype=dtype,
+        strides=strides,
+        byte_offset=byte_offset,
+        versioned=versioned,
+        readonly=readonly and versioned,
+        version=version if versioned else (1, 3),
+    )
     _fill_pattern(ctypes.addressof(f.data), len(f.data))
     return f
 
@@ -151,21 +197,28 @@ def _managed(capsule):
 # dl -> dl
 # --------------------------------------------------------------------------------------
 
-@given(layout=layouts(), readonly=st.booleans(), versioned=st.booleans(),
-       source_minor=st.sampled_from([0, 1, 2, 3, 99]),
-       max_version=st.sampled_from(list(MAX_VERSIONS)), export_copy=st.sampled_from([None, True]))
-def test_dl_to_dl_preserves_fields_and_values(layout, readonly, versioned, source_minor,
-                                               max_version, export_copy):
+
+@given(
+    layout=layouts(),
+    readonly=st.booleans(),
+    versioned=st.booleans(),
+    source_minor=st.sampled_from([0, 1, 2, 3, 99]),
+    max_version=st.sampled_from(list(MAX_VERSIONS)),
+    export_copy=st.sampled_from([None, True]),
+)
+def test_dl_to_dl_preserves_fields_and_values(
+    layout, readonly, versioned, source_minor, max_version, export_copy
+):
     dtype, shape, strides, byte_offset = layout
     before = _counters()
-    f = _forged_source(dtype, shape, strides, byte_offset, readonly, (1, source_minor),
-                       versioned)
+    f = _forged_source(dtype, shape, strides, byte_offset, readonly, (1, source_minor), versioned)
     element0 = f.data_ptr + byte_offset
     t = dl.from_dlpack(f.capsule)
     # A legacy capsule cannot say its memory is writable: dlinterop imports it read-only.
     t_readonly = readonly or not versioned
-    _assert_fields(t, dtype=dtype, shape=shape, strides=strides, element0=element0,
-                   readonly=t_readonly)
+    _assert_fields(
+        t, dtype=dtype, shape=shape, strides=strides, element0=element0, readonly=t_readonly
+    )
     expected = _expected_bytes(ctypes.string_at, element0, dtype, shape, strides)
     assert _tensor_bytes(t) == expected
 
@@ -185,8 +238,9 @@ def test_dl_to_dl_preserves_fields_and_values(layout, readonly, versioned, sourc
         else:
             assert capsule_name(capsule) == "dltensor_versioned"
             assert (m.version.major, m.version.minor) == (1, minor)
-            assert m.flags == ((READ_ONLY if t_readonly and not copied else 0)
-                               | (IS_COPIED if copied else 0))
+            assert m.flags == (
+                (READ_ONLY if t_readonly and not copied else 0) | (IS_COPIED if copied else 0)
+            )
         raw = m.dl_tensor
         assert (raw.dtype.code, raw.dtype.bits, raw.dtype.lanes) == dtype
         assert (raw.device.device_type, raw.device.device_id) == (1, 0)
@@ -201,10 +255,14 @@ def test_dl_to_dl_preserves_fields_and_values(layout, readonly, versioned, sourc
             assert [raw.strides[i] for i in range(raw.ndim)] == list(t.strides)
         u = dl.from_dlpack(capsule)
         assert capsule_name(capsule).startswith("used_")
-        _assert_fields(u, dtype=dtype, shape=shape,
-                       strides=u.strides if copied else t.strides,
-                       element0=u.data_ptr if copied else element0,
-                       readonly=(t_readonly and not copied) or minor is None)
+        _assert_fields(
+            u,
+            dtype=dtype,
+            shape=shape,
+            strides=u.strides if copied else t.strides,
+            element0=u.data_ptr if copied else element0,
+            readonly=(t_readonly and not copied) or minor is None,
+        )
         if copied:
             assert u.is_contiguous() and u.data_ptr != element0 or u.size == 0
             assert u.is_copied == (minor is not None)
@@ -241,8 +299,8 @@ def test_dl_to_dl_import_with_copy_preserves_values(layout, readonly):
 # dl -> NumPy
 # --------------------------------------------------------------------------------------
 
-@given(layout=layouts(dtypes=list(NUMPY_DTYPES)), readonly=st.booleans(),
-       versioned=st.booleans())
+
+@given(layout=layouts(dtypes=list(NUMPY_DTYPES)), readonly=st.booleans(), versioned=st.booleans())
 def test_dl_to_numpy_preserves_fields_and_values(layout, readonly, versioned):
     dtype, shape, strides, byte_offset = layout
     before = _counters()
@@ -269,6 +327,7 @@ def test_dl_to_numpy_preserves_fields_and_values(layout, readonly, versioned):
 # NumPy -> dl
 # --------------------------------------------------------------------------------------
 
+
 def _numpy_view(dtype, shape, strides, byte_offset, readonly):
     """A NumPy view with exactly this layout over a pattern-filled bytearray."""
     itemsize = _itemsize(dtype)
@@ -289,8 +348,11 @@ def _numpy_view(dtype, shape, strides, byte_offset, readonly):
     return view
 
 
-@given(layout=layouts(dtypes=list(NUMPY_DTYPES)), readonly=st.booleans(),
-       route=st.sampled_from(["object", "legacy capsule", "versioned capsule"]))
+@given(
+    layout=layouts(dtypes=list(NUMPY_DTYPES)),
+    readonly=st.booleans(),
+    route=st.sampled_from(["object", "legacy capsule", "versioned capsule"]),
+)
 def test_numpy_to_dl_preserves_fields_and_values(layout, readonly, route):
     dtype, shape, strides, byte_offset = layout
     before = _counters()
@@ -338,8 +400,10 @@ def test_numpy_to_dl_preserves_fields_and_values(layout, readonly, route):
 # The fuzzer's corpus, replayed (tests/fuzz)
 # --------------------------------------------------------------------------------------
 
+
 def test_fuzz_corpus_replays_cleanly():
-    """Every input of tests/fuzz/corpus through the fuzz harness and its model of from_dlpack's rules."""
+    """Every input of tests/fuzz/corpus through the fuzz harness and its model of
+    from_dlpack's rules."""
     here = os.path.dirname(os.path.abspath(__file__))
     corpus = os.path.join(here, "fuzz", "corpus")
     sys.path.insert(0, os.path.join(here, "fuzz"))

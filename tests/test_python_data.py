@@ -1,6 +1,7 @@
 """Tensors from Python data and back, against data that lies: sequences whose len() is not
 what they hold, sequences that change while they are read, NumPy scalars among Python
 numbers, counts that hold no data. The crashes run in a child process."""
+
 import math
 import subprocess
 import sys
@@ -14,8 +15,9 @@ import dlinterop as dl
 
 def run_apart(code):
     """Runs `code` in a fresh interpreter; returns its completed process."""
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300
+    )
 
 
 class LongerThanItSays(list):
@@ -78,6 +80,7 @@ def test_a_sequence_changed_while_it_is_read_gives_what_was_read():
         def __float__(self):
             victim.clear()
             return 4.0
+
     data = [victim, [Shrinks(), 5.0, 6.0]]
     t = dl.tensor(data, dtype="float64")
     assert t.tolist() == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
@@ -90,6 +93,7 @@ def test_a_sequence_that_grows_while_it_is_read_is_read_once():
         def __float__(self):
             grows.append(0.0)
             return 3.0
+
     assert dl.tensor([grows, [Appends(), 4.0]], dtype="float32").shape == (2, 2)
 
 
@@ -100,32 +104,43 @@ def test_a_self_containing_list_is_refused():
         dl.tensor(loop)
 
 
-@pytest.mark.parametrize("data,expected", [
-    ([np.True_, np.False_], "bool"),
-    ([np.float64(1.0)], "float64"),
-    ([np.float32(1.0)], "float32"),
-    ([np.int32(1)], "int32"),
-    ([np.uint8(1), np.int8(1)], "int16"),
-    ([np.float16(1.0), 1.0], "float32"),
-    ([np.float64(1.0), 2.0], "float64"),
-    ([np.int32(1), 2.5], "float32"),
-    ([np.complex128(1.0), 2.0], "complex128"),
-    ([np.float64(1.0), 1j], "complex128"),
-    ([np.int64(1), np.uint64(1)], "float64"),
-], ids=repr)
+@pytest.mark.parametrize(
+    "data,expected",
+    [
+        ([np.True_, np.False_], "bool"),
+        ([np.float64(1.0)], "float64"),
+        ([np.float32(1.0)], "float32"),
+        ([np.int32(1)], "int32"),
+        ([np.uint8(1), np.int8(1)], "int16"),
+        ([np.float16(1.0), 1.0], "float32"),
+        ([np.float64(1.0), 2.0], "float64"),
+        ([np.int32(1), 2.5], "float32"),
+        ([np.complex128(1.0), 2.0], "complex128"),
+        ([np.float64(1.0), 1j], "complex128"),
+        ([np.int64(1), np.uint64(1)], "float64"),
+    ],
+    ids=repr,
+)
 def test_numpy_scalars_keep_their_type_and_promote(data, expected):
     # PyTorch's rule (torch.tensor gives the same types): NumPy scalars are typed, Python
     # numbers take dl.full's defaults, and the two promote.
     t = dl.tensor(data)
     assert t.dtype == expected
-    assert t.tolist() == [complex(v) if expected.startswith("complex") else v.item()
-                          if hasattr(v, "item") else v for v in data]
+    assert t.tolist() == [
+        complex(v) if expected.startswith("complex") else v.item() if hasattr(v, "item") else v
+        for v in data
+    ]
 
 
 def test_numpy_scalars_agree_with_torch_where_it_has_the_types():
     torch = pytest.importorskip("torch")
-    for data in ([np.True_], [np.float64(1.0)], [np.int32(1)], [np.float16(1.0), 1.0],
-                 [np.uint8(3), np.int8(-1)]):
+    for data in (
+        [np.True_],
+        [np.float64(1.0)],
+        [np.int32(1)],
+        [np.float16(1.0), 1.0],
+        [np.uint8(3), np.int8(-1)],
+    ):
         assert str(dl.tensor(data).dtype) == str(torch.tensor(data).dtype).split(".")[1]
 
 
@@ -135,8 +150,10 @@ def test_ml_dtypes_scalars_keep_their_type():
     assert t.dtype == dl.bfloat16 and t.tolist() == [1.5, 2.0]
 
 
-@pytest.mark.parametrize("bad", [np.str_("a"), np.datetime64(1, "D"), np.array([1, 2]),
-                                 dl.tensor([1]), "a", b"a", object()])
+@pytest.mark.parametrize(
+    "bad",
+    [np.str_("a"), np.datetime64(1, "D"), np.array([1, 2]), dl.tensor([1]), "a", b"a", object()],
+)
 def test_what_is_not_a_number_is_type_error(bad):
     with pytest.raises(TypeError):
         dl.tensor([bad])
@@ -164,6 +181,7 @@ def test_shapes_take_numpy_integers():
 
 # -- cost follows the bytes --------------------------------------------------------------
 
+
 def test_arange_of_more_than_memory_fails_before_building_values():
     proc = run_apart("""
         import resource, dlinterop as dl
@@ -186,8 +204,9 @@ def test_arange_in_chunks_is_numpys(dtype):
     assert got.shape == expected.shape and got.tolist() == expected.tolist()
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float6_e3m2fn", "float4_e2m1fn",
-                                   "int4", "uint2"])
+@pytest.mark.parametrize(
+    "dtype", ["float32", "bfloat16", "float6_e3m2fn", "float4_e2m1fn", "int4", "uint2"]
+)
 def test_arange_in_chunks_encodes_each_value_as_tensor_does(dtype):
     n = 70_000
     if dtype in ("int4", "uint2"):
@@ -219,7 +238,8 @@ def test_repr_of_an_empty_tensor_with_a_huge_extent_is_immediate():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
         "Tensor([], shape=(4611686018427387904, 0), dtype=float32, device=cpu:0)",
-        "Tensor([], shape=(0, 4611686018427387904), dtype=int4, device=cpu:0)"]
+        "Tensor([], shape=(0, 4611686018427387904), dtype=int4, device=cpu:0)",
+    ]
 
 
 def test_tolist_of_an_empty_tensor_with_a_huge_extent_is_memory_error_at_once():
@@ -228,8 +248,9 @@ def test_tolist_of_an_empty_tensor_with_a_huge_extent_is_memory_error_at_once():
     assert dl.empty((3, 0)).tolist() == [[], [], []]
 
 
-@pytest.mark.parametrize("name", ["float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn", "int4",
-                                  "uint2", "int1"])
+@pytest.mark.parametrize(
+    "name", ["float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn", "int4", "uint2", "int1"]
+)
 def test_sub_byte_values_cost_follows_the_elements(name):
     # 320k elements: quadratic decoding took 6-9 s; linear takes well under one. The bound
     # here only tells linear from quadratic, with room for a slow machine.
@@ -246,45 +267,56 @@ def test_sub_byte_values_cost_follows_the_elements(name):
 
 # -- values as text ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name,values", [
-    ("float32", [1e-08, 0.1, 1 / 3, 3.4028234663852886e38, -0.0, 16777217.0]),
-    ("float16", [0.1, 65504.0, 6e-08, 1 / 3]),
-    ("float64", [0.1, 1 / 3, 1e300]),
-])
+
+@pytest.mark.parametrize(
+    "name,values",
+    [
+        ("float32", [1e-08, 0.1, 1 / 3, 3.4028234663852886e38, -0.0, 16777217.0]),
+        ("float16", [0.1, 65504.0, 6e-08, 1 / 3]),
+        ("float64", [0.1, 1 / 3, 1e300]),
+    ],
+)
 def test_repr_prints_each_value_with_numpys_digits(name, values):
     # NumPy prints the shortest digits that read back as the same value of the type.
     def significant(text):
         return len(text.lower().split("e")[0].lstrip("-").replace(".", "").strip("0")) or 1
+
     text = repr(dl.tensor(values, dtype=name))
-    ours = text[len("Tensor(["):text.index("], shape")].split(", ")
+    ours = text[len("Tensor([") : text.index("], shape")].split(", ")
     theirs = [np.format_float_scientific(v, unique=True) for v in np.array(values, dtype=name)]
     assert [float(x) for x in ours] == [float(x) for x in theirs]
     assert [significant(x) for x in ours] == [significant(x) for x in theirs]
 
 
 def test_repr_of_special_values():
-    assert repr(dl.tensor([math.inf, -math.inf, math.nan, -0.0])) == \
-        "Tensor([inf, -inf, nan, -0.0], shape=(4,), dtype=float32, device=cpu:0)"
-    assert repr(dl.tensor([0.1 + 0.2j])) == \
-        "Tensor([(0.1+0.2j)], shape=(1,), dtype=complex64, device=cpu:0)"
+    assert (
+        repr(dl.tensor([math.inf, -math.inf, math.nan, -0.0]))
+        == "Tensor([inf, -inf, nan, -0.0], shape=(4,), dtype=float32, device=cpu:0)"
+    )
+    assert (
+        repr(dl.tensor([0.1 + 0.2j]))
+        == "Tensor([(0.1+0.2j)], shape=(1,), dtype=complex64, device=cpu:0)"
+    )
 
 
 def test_repr_of_float32_uses_float32_digits():
     assert repr(dl.tensor([1e-8])) == "Tensor([1e-08], shape=(1,), dtype=float32, device=cpu:0)"
-    assert repr(dl.tensor(0.1, dtype="bfloat16")) == \
-        "Tensor(0.1, shape=(), dtype=bfloat16, device=cpu:0)"
-    assert dl.tensor([1e-8]).tolist() == [np.float32(1e-8).item()]   # values stay exact
+    assert (
+        repr(dl.tensor(0.1, dtype="bfloat16"))
+        == "Tensor(0.1, shape=(), dtype=bfloat16, device=cpu:0)"
+    )
+    assert dl.tensor([1e-8]).tolist() == [np.float32(1e-8).item()]  # values stay exact
 
 
 # -- == compares values -------------------------------------------------------------------
+
 
 def test_equality_is_element_wise_as_numpys():
     a, b = dl.tensor([1, 2, 3]), dl.tensor([1, 5, 3])
     assert (a == b).tolist() == [True, False, True]
     assert (a != b).tolist() == [False, True, False]
     assert (a == b).dtype == dl.bool_
-    assert (dl.tensor([[1], [2]]) == dl.tensor([1, 2])).tolist() == [[True, False],
-                                                                     [False, True]]
+    assert (dl.tensor([[1], [2]]) == dl.tensor([1, 2])).tolist() == [[True, False], [False, True]]
     assert (a == 2).tolist() == (np.array([1, 2, 3]) == 2).tolist()
     assert (a == [1, 0, 3]).tolist() == [True, False, True]
     assert (dl.tensor([1.0, math.nan]) == dl.tensor([1, math.nan])).tolist() == [True, False]

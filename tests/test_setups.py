@@ -2,6 +2,7 @@
 route and hand-back) hold no lock while they run Python code: code they run may call
 dlinterop again (a PyTorch mode), and fork() may copy a process while one runs. Every case
 that used to hang runs in a child process under a timeout."""
+
 import os
 import subprocess
 import sys
@@ -16,8 +17,12 @@ SETUPS = ["cuda", "torch", "numpy_route", "numpy_handback"]
 
 
 def run_apart(code, timeout=120):
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _torch():
@@ -29,7 +34,8 @@ def test_torch_mode_calling_dlinterop_during_the_first_import_does_not_deadlock(
     # TorchFunctionMode whose handler calls dlinterop turned into a call back into the
     # set-up, on the same thread: a deadlock.
     _torch()
-    proc = run_apart("""
+    proc = run_apart(
+        """
         import torch, dlinterop as dl
         from dlinterop import _core
         from torch.overrides import TorchFunctionMode
@@ -48,9 +54,11 @@ def test_torch_mode_calling_dlinterop_during_the_first_import_does_not_deadlock(
             y = torch.ones(3)
         assert dl.from_dlpack(y).shape == (3,)
         print(_core._setup_state("torch"))
-    """, timeout=60)
+    """,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
-    assert int(proc.stdout) >= -1    # decided (an offset, or -1: the Python methods)
+    assert int(proc.stdout) >= -1  # decided (an offset, or -1: the Python methods)
 
 
 def test_fork_while_a_thread_sets_up_torch_leaves_the_child_working():
@@ -170,7 +178,7 @@ def test_numpy_route_decided_after_deciding_elsewhere():
     """)
     assert proc.returncode == 0, proc.stderr
     route, owner_is_array = proc.stdout.split()
-    assert owner_is_array == route   # the native route's Tensor is owned by the array
+    assert owner_is_array == route  # the native route's Tensor is owned by the array
 
 
 # Calls made by one thread while another imports a framework for the first time: the
@@ -212,13 +220,16 @@ def test_calls_while_another_thread_first_imports_torch():
                 "__dlpack_device__": lambda self: source.__dlpack_device__()})
             assert dl.from_dlpack(producer()).data_ptr == source.data_ptr
     """
-    proc = run_apart(_WHILE_ANOTHER_THREAD_IMPORTS.format(module="torch", calls=calls) + """
+    proc = run_apart(
+        _WHILE_ANOTHER_THREAD_IMPORTS.format(module="torch", calls=calls)
+        + """
     import torch
     try:
         dl.from_dlpack(torch.zeros(2, requires_grad=True))
     except BufferError:
         print(_core._setup_state("torch"))
-    """)
+    """
+    )
     assert proc.returncode == 0, proc.stderr
     offset = int(proc.stdout)
     assert offset >= 16 if sys.platform.startswith("linux") else offset >= -1
@@ -253,12 +264,15 @@ def test_calls_while_another_thread_first_imports_numpy():
                 data = array.__array_interface__["data"][0]
                 assert dl.from_dlpack(array).data_ptr == data
     """
-    proc = run_apart(_WHILE_ANOTHER_THREAD_IMPORTS.format(module="numpy", calls=calls) + """
+    proc = run_apart(
+        _WHILE_ANOTHER_THREAD_IMPORTS.format(module="numpy", calls=calls)
+        + """
     import numpy
     array = numpy.zeros(3)
     owner_is_array = dl.from_dlpack(array).owner is array
     print(_core._numpy_route(), owner_is_array)
-    """)
+    """
+    )
     assert proc.returncode == 0, proc.stderr
     route = dl.build_info()["numpy_route_built"] and _numpy_route_usable()
     assert proc.stdout.split() == [str(route), str(route)]
@@ -276,7 +290,8 @@ def _numpy_route_usable():
 def test_setup_states_are_reported():
     for name in SETUPS:
         assert _core._setup_state(name) in ("undecided", "deciding") or isinstance(
-            _core._setup_state(name), int)
+            _core._setup_state(name), int
+        )
     with pytest.raises(KeyError):
         _core._setup_state("nothing")
 

@@ -7,11 +7,12 @@ carried (dlinterop issues no work on them)."""
 import pytest
 
 import dlinterop as dl
+
 from forge import forge
 
 CUDA, CUDA_HOST, ROCM, ROCM_HOST, CUDA_MANAGED = 2, 3, 10, 11, 13
-WITH_STREAMS = [ROCM, ROCM_HOST]            # carried without a runtime: export needs none
-WITHOUT_STREAMS = [1, 4, 7, 9]              # cpu, opencl, vulkan, metal
+WITH_STREAMS = [ROCM, ROCM_HOST]  # carried without a runtime: export needs none
+WITHOUT_STREAMS = [1, 4, 7, 9]  # cpu, opencl, vulkan, metal
 
 
 def _carried(device_type):

@@ -14,26 +14,97 @@ from dlinterop import _core
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
-ALL_NAMES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-             "float16", "float32", "float64", "bfloat16", "complex32", "complex64",
-             "complex128", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz",
-             "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
-             "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn",
-             "float4_e2m1fn_x2"]
-NUMPY_NAMES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-               "uint64", "float16", "float32", "float64", "complex64", "complex128"]
-ML_NAMES = ["bfloat16", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn",
-            "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu"]
+ALL_NAMES = [
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "bfloat16",
+    "complex32",
+    "complex64",
+    "complex128",
+    "float8_e3m4",
+    "float8_e4m3",
+    "float8_e4m3b11fnuz",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "float6_e2m3fn",
+    "float6_e3m2fn",
+    "float4_e2m1fn",
+    "float4_e2m1fn_x2",
+]
+NUMPY_NAMES = [
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+]
+ML_NAMES = [
+    "bfloat16",
+    "float8_e3m4",
+    "float8_e4m3",
+    "float8_e4m3b11fnuz",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+]
 PACKED_NAMES = ["float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn", "float4_e2m1fn_x2"]
 NO_BUFFER_FORMAT = ["bfloat16", "complex32"] + ML_NAMES[1:] + PACKED_NAMES
-BUFFER_FORMATS = {"bool": "?", "int8": "b", "int16": "h", "int32": "i", "int64": "q",
-                  "uint8": "B", "uint16": "H", "uint32": "I", "uint64": "Q", "float16": "e",
-                  "float32": "f", "float64": "d", "complex64": "Zf", "complex128": "Zd"}
+BUFFER_FORMATS = {
+    "bool": "?",
+    "int8": "b",
+    "int16": "h",
+    "int32": "i",
+    "int64": "q",
+    "uint8": "B",
+    "uint16": "H",
+    "uint32": "I",
+    "uint64": "Q",
+    "float16": "e",
+    "float32": "f",
+    "float64": "d",
+    "complex64": "Zf",
+    "complex128": "Zd",
+}
 
 FULL_VALUES = {
-    "bool": True, "int8": -128, "int16": -3, "int32": -3, "int64": -(2**62), "uint8": 255,
-    "uint16": 7, "uint32": 7, "uint64": 2**64 - 1, "float16": -1.5, "float32": -1.5,
-    "float64": -1.5, "complex64": 1.5 - 2j, "complex128": 1.5 - 2j,
+    "bool": True,
+    "int8": -128,
+    "int16": -3,
+    "int32": -3,
+    "int64": -(2**62),
+    "uint8": 255,
+    "uint16": 7,
+    "uint32": 7,
+    "uint64": 2**64 - 1,
+    "float16": -1.5,
+    "float32": -1.5,
+    "float64": -1.5,
+    "complex64": 1.5 - 2j,
+    "complex128": 1.5 - 2j,
 }
 
 
@@ -60,6 +131,7 @@ def _ml_code(name, value):
 
 
 # -- creation ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ALL_NAMES)
 @pytest.mark.parametrize("make", [dl.empty, dl.zeros])
@@ -146,8 +218,9 @@ def test_packed_subbyte_nbytes_is_ceil_of_bits(name, size):
     assert t.itemsize == 1
 
 
-@pytest.mark.parametrize("value, name", [(True, "bool"), (3, "int64"), (1.5, "float32"),
-                                         (1.5 + 1j, "complex64")])
+@pytest.mark.parametrize(
+    "value, name", [(True, "bool"), (3, "int64"), (1.5, "float32"), (1.5 + 1j, "complex64")]
+)
 def test_full_infers_dtype_from_value(value, name):
     t = dl.full(2, value)
     assert t.dtype == name
@@ -160,6 +233,7 @@ def test_full_out_of_range_integer_is_overflow_error():
 
 
 # -- alignment ----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", ALL_NAMES)
 @pytest.mark.parametrize("shape", [1, (3, 5), 1000])
@@ -184,8 +258,9 @@ def test_alignment_not_power_of_two_is_value_error(alignment):
         dl.empty(4, alignment=alignment)
 
 
-@pytest.mark.parametrize("name, alignment", [("float32", 2), ("float64", 4),
-                                             ("complex128", 8), ("int16", 1)])
+@pytest.mark.parametrize(
+    "name, alignment", [("float32", 2), ("float64", 4), ("complex128", 8), ("int16", 1)]
+)
 def test_alignment_smaller_than_itemsize_is_value_error(name, alignment):
     with pytest.raises(ValueError):
         dl.empty(4, name, alignment=alignment)
@@ -197,8 +272,10 @@ def test_alignment_one_is_fine_for_single_bytes():
 
 # -- bad shapes -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("shape", [-1, (2, -1), (-3, 0), (1,) * 65, (2**63,),
-                                   (2**32, 2**32), (2**62, 4)])
+
+@pytest.mark.parametrize(
+    "shape", [-1, (2, -1), (-3, 0), (1,) * 65, (2**63,), (2**32, 2**32), (2**62, 4)]
+)
 @pytest.mark.parametrize("make", [dl.empty, dl.zeros])
 def test_bad_shape_is_value_error(make, shape):
     with pytest.raises(ValueError):
@@ -227,24 +304,37 @@ def test_bad_shape_for_full_is_value_error():
 # -- memory limits ----------------------------------------------------------------------
 
 MiB, GiB = 1 << 20, 1 << 30
-MACHINE = {"MemTotal": 8 * GiB, "MemFree": 5 * GiB, "MemAvailable": 6 * GiB,
-           "SwapTotal": 2 * GiB, "SwapFree": 1 * GiB}
+MACHINE = {
+    "MemTotal": 8 * GiB,
+    "MemFree": 5 * GiB,
+    "MemAvailable": 6 * GiB,
+    "SwapTotal": 2 * GiB,
+    "SwapFree": 1 * GiB,
+}
 
 
 def test_the_room_is_the_machines_available_memory_and_swap(machine):
     assert machine(MACHINE) == (7 * GiB, 10 * GiB)
 
 
-@pytest.mark.parametrize("swap_max, ceiling", [("0", 4 * GiB), (f"{GiB}", 5 * GiB),
-                                                ("max", 6 * GiB)])
+@pytest.mark.parametrize(
+    "swap_max, ceiling", [("0", 4 * GiB), (f"{GiB}", 5 * GiB), ("max", 6 * GiB)]
+)
 def test_a_cgroup_v2_limit_anywhere_above_binds(machine, swap_max, ceiling):
     # Available now: the limit less the usage, but for the inactive file cache, which the
     # kernel drops before it fails a charge. Ever: the limit and the swap it may use.
-    room = machine(MACHINE, "0::/a/b\n", {
-        "a/memory.max": f"{4 * GiB}\n", "a/memory.current": f"{3 * GiB}\n",
-        "a/memory.stat": f"anon {2 * GiB}\ninactive_file {GiB}\n",
-        "a/memory.swap.max": f"{swap_max}\n",
-        "a/b/memory.max": "max\n", "a/b/memory.current": f"{3 * GiB}\n"})
+    room = machine(
+        MACHINE,
+        "0::/a/b\n",
+        {
+            "a/memory.max": f"{4 * GiB}\n",
+            "a/memory.current": f"{3 * GiB}\n",
+            "a/memory.stat": f"anon {2 * GiB}\ninactive_file {GiB}\n",
+            "a/memory.swap.max": f"{swap_max}\n",
+            "a/b/memory.max": "max\n",
+            "a/b/memory.current": f"{3 * GiB}\n",
+        },
+    )
     assert room == (2 * GiB, ceiling)
 
 
@@ -255,8 +345,9 @@ def test_a_cgroup_v1_limit_binds(machine, memsw, ceiling):
         "memory/job/memory.usage_in_bytes": f"{GiB + 256 * MiB}\n",
         "memory/job/memory.stat": f"cache 0\ntotal_inactive_file {256 * MiB}\n",
         "memory/memory.limit_in_bytes": "9223372036854771712\n",
-        "memory/memory.usage_in_bytes": f"{4 * GiB}\n"}
-    if memsw is not None:     # memory and swap together; absent without swap accounting
+        "memory/memory.usage_in_bytes": f"{4 * GiB}\n",
+    }
+    if memsw is not None:  # memory and swap together; absent without swap accounting
         files["memory/job/memory.memsw.limit_in_bytes"] = f"{memsw}\n"
     room = machine(MACHINE, "5:cpu,cpuacct:/\n4:memory:/job\n0::/\n", files)
     assert room == (2 * GiB, ceiling)
@@ -265,9 +356,11 @@ def test_a_cgroup_v1_limit_binds(machine, memsw, ceiling):
 def test_a_containers_own_cgroup_binds_where_its_path_is_not_mounted(machine):
     # Without a cgroup namespace the container sees the host's path for its cgroup, and
     # its own cgroup mounted as the root.
-    room = machine(MACHINE, "0::/system.slice/docker-1234.scope\n", {
-        "memory.max": f"{GiB}\n", "memory.current": f"{512 * MiB}\n",
-        "memory.swap.max": "0\n"})
+    room = machine(
+        MACHINE,
+        "0::/system.slice/docker-1234.scope\n",
+        {"memory.max": f"{GiB}\n", "memory.current": f"{512 * MiB}\n", "memory.swap.max": "0\n"},
+    )
     assert room == (512 * MiB, GiB)
 
 
@@ -280,19 +373,22 @@ def test_nothing_is_known_without_proc(tmp_path):
         _core._read_memory_limits_from()
 
 
-@pytest.mark.parametrize("make", [
-    lambda n: dl.empty(n, "uint8"),
-    lambda n: dl.zeros(n // 8, "float64"),
-    lambda n: dl.full(n, 1, "uint8"),
-    lambda n: dl.from_dlpack(np.broadcast_to(np.zeros(1, np.uint8), (n,))).copy(),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda n: dl.empty(n, "uint8"),
+        lambda n: dl.zeros(n // 8, "float64"),
+        lambda n: dl.full(n, 1, "uint8"),
+        lambda n: dl.from_dlpack(np.broadcast_to(np.zeros(1, np.uint8), (n,))).copy(),
+    ],
+)
 def test_host_memory_beyond_the_ceiling_is_refused_before_malloc(machine, make):
     # malloc would have granted 512 MiB here (and, overcommitting, any size): the
     # processes the OOM killer ends when the pages are touched are often others.
     machine({**MACHINE, "MemTotal": 256 * MiB, "SwapTotal": 0})
     with pytest.raises(MemoryError, match=f"can never have more than {256 * MiB}"):
         make(512 * MiB)
-    assert make(16 * MiB).nbytes == 16 * MiB       # too small to check
+    assert make(16 * MiB).nbytes == 16 * MiB  # too small to check
 
 
 def test_pinned_memory_beyond_what_is_available_now_is_refused_before_cuda(machine):
@@ -309,6 +405,7 @@ def test_a_terabyte_of_host_memory_is_a_memory_error(make):
 
 
 # -- attributes -------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("ndim", [0, 1, 4, 5, 8, 32])
 def test_attributes_of_owned_tensor(ndim):
@@ -353,9 +450,23 @@ def test_len_is_first_dimension():
     assert len(dl.empty((5, 2))) == 5
 
 
-@pytest.mark.parametrize("attr", ["shape", "strides", "dtype", "device", "ndim", "size",
-                                  "nbytes", "itemsize", "data_ptr", "readonly", "readonly_reason",
-                                  "owner"])
+@pytest.mark.parametrize(
+    "attr",
+    [
+        "shape",
+        "strides",
+        "dtype",
+        "device",
+        "ndim",
+        "size",
+        "nbytes",
+        "itemsize",
+        "data_ptr",
+        "readonly",
+        "readonly_reason",
+        "owner",
+    ],
+)
 def test_tensor_attributes_are_read_only(attr):
     t = dl.zeros((2, 3))
     with pytest.raises(AttributeError):
@@ -378,6 +489,7 @@ def test_owned_buffers_are_freed():
 
 # -- is_contiguous ----------------------------------------------------------------------
 
+
 def _base():
     return np.arange(60, dtype=np.float32).reshape(3, 4, 5)
 
@@ -393,8 +505,11 @@ LAYOUTS = {
     "zero_size_transposed": (lambda: np.empty((0, 3), np.float32).T, True),
     "zero_size_step": (lambda: _base()[:, :0, ::2], True),
     "size_one_odd_strides": (
-        lambda: np.lib.stride_tricks.as_strided(np.zeros(64, np.float32), (1, 3, 1),
-                                                (4 * 7, 4, 4 * 13)), True),
+        lambda: np.lib.stride_tricks.as_strided(
+            np.zeros(64, np.float32), (1, 3, 1), (4 * 7, 4, 4 * 13)
+        ),
+        True,
+    ),
     "broadcast_size_one": (lambda: np.broadcast_to(np.float32(2), (1, 1)), True),
 }
 
@@ -413,6 +528,7 @@ def test_zero_size_tensor_is_contiguous(shape):
 
 
 # -- copy and to ------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_copy_is_new_c_contiguous_buffer_with_same_values(layout):
@@ -485,6 +601,7 @@ def test_to_rejects_bad_copy_argument():
 
 
 # -- buffer protocol --------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", list(BUFFER_FORMATS))
 def test_memoryview_format_shape_strides(name):
@@ -593,7 +710,7 @@ def test_pickle_protocol_5_out_of_band_is_zero_copy(name):
     raw = buffers[0].raw()
     assert raw.nbytes == t.nbytes
     assert np.frombuffer(raw, np.uint8).ctypes.data == t.data_ptr
-    assert pattern not in data   # the bytes travelled out of band
+    assert pattern not in data  # the bytes travelled out of band
     u = pickle.loads(data, buffers=buffers)
     assert u.data_ptr == t.data_ptr
     assert _raw(u) == pattern
@@ -638,8 +755,9 @@ def test_rebuild_from_bytes_wraps_a_large_payload_whose_bytes_are_aligned(readon
     assert u.readonly is readonly
     assert np.array_equal(np.from_dlpack(u), pattern)
     missed = (pad + 1) % 256
-    v = _core._rebuild_tensor_from_bytes(payload, (len(payload) - missed,), (1, 8, 1),
-                                         readonly, missed)
+    v = _core._rebuild_tensor_from_bytes(
+        payload, (len(payload) - missed,), (1, 8, 1), readonly, missed
+    )
     assert v.data_ptr % 256 == 0 and v.owner is not payload and v.readonly is readonly
     assert np.from_dlpack(v).tobytes() == payload[missed:]
 
@@ -688,14 +806,25 @@ def test_deepcopy_makes_an_independent_tensor():
 
 # -- repr and construction --------------------------------------------------------------
 
-@pytest.mark.parametrize("shape, name, text", [
-    ((2, 3), "float32",
-     "Tensor([[0.0, 0.0, 0.0],\n        [0.0, 0.0, 0.0]], shape=(2, 3), dtype=float32, "
-     "device=cpu:0)"),
-    ((), "int64", "Tensor(0, shape=(), dtype=int64, device=cpu:0)"),
-    ((4,), "bfloat16", "Tensor([0.0, 0.0, 0.0, 0.0], shape=(4,), dtype=bfloat16, device=cpu:0)"),
-    ((0, 2), "bool", "Tensor([], shape=(0, 2), dtype=bool, device=cpu:0)"),
-])
+
+@pytest.mark.parametrize(
+    "shape, name, text",
+    [
+        (
+            (2, 3),
+            "float32",
+            "Tensor([[0.0, 0.0, 0.0],\n        [0.0, 0.0, 0.0]], shape=(2, 3), dtype=float32, "
+            "device=cpu:0)",
+        ),
+        ((), "int64", "Tensor(0, shape=(), dtype=int64, device=cpu:0)"),
+        (
+            (4,),
+            "bfloat16",
+            "Tensor([0.0, 0.0, 0.0, 0.0], shape=(4,), dtype=bfloat16, device=cpu:0)",
+        ),
+        ((0, 2), "bool", "Tensor([], shape=(0, 2), dtype=bool, device=cpu:0)"),
+    ],
+)
 def test_repr(shape, name, text):
     assert repr(dl.zeros(shape, name)) == text
 
@@ -709,21 +838,25 @@ def test_tensor_cannot_be_constructed_directly(args, kwargs):
 def test_readonly_reason_tells_an_assumption_from_a_flag():
     t = dl.zeros((6,))
     assert t.readonly_reason is None
-    legacy = dl.from_dlpack(dl.to_dlpack(t))          # a legacy capsule cannot say
+    legacy = dl.from_dlpack(dl.to_dlpack(t))  # a legacy capsule cannot say
     assert legacy.readonly and legacy.readonly_reason == "legacy"
     assert repr(legacy).endswith("readonly='legacy')")
-    flagged = dl.from_dlpack(dl.to_dlpack(legacy, versioned=True))   # says READ_ONLY
+    flagged = dl.from_dlpack(dl.to_dlpack(legacy, versioned=True))  # says READ_ONLY
     assert flagged.readonly and flagged.readonly_reason == "flag"
     assert repr(flagged).endswith("readonly='flag')")
     assert legacy.copy().readonly_reason is None
 
 
-@pytest.mark.parametrize("export", [
-    lambda t: dl.to_dlpack(t),
-    lambda t: t.__dlpack__(),
-    lambda t: t.__dlpack__(stream=-1),
-    lambda t: t.__dlpack__(max_version=(0, 8), copy=False),
-], ids=["to_dlpack", "__dlpack__", "stream=-1", "copy=False"])
+@pytest.mark.parametrize(
+    "export",
+    [
+        lambda t: dl.to_dlpack(t),
+        lambda t: t.__dlpack__(),
+        lambda t: t.__dlpack__(stream=-1),
+        lambda t: t.__dlpack__(max_version=(0, 8), copy=False),
+    ],
+    ids=["to_dlpack", "__dlpack__", "stream=-1", "copy=False"],
+)
 def test_legacy_export_of_read_only_tensors_depends_on_the_reason(export):
     legacy = dl.from_dlpack(dl.to_dlpack(dl.zeros((2, 3))))
     again = dl.from_dlpack(export(legacy))

@@ -1,5 +1,6 @@
-"""dlinterop from many threads at once (deleters run once, on any thread): exports, imports and round trips on shared
-tensors, and threads racing to consume one capsule, where exactly one may win.
+"""dlinterop from many threads at once (deleters run once, on any thread): exports, imports and
+round trips on shared tensors, and threads racing to consume one capsule, where exactly one may
+win.
 
 Every test here is also run under pytest-run-parallel by test_thread_tests_under_run_parallel
 (each test body then runs in several threads at once, each starting its own eight), and can
@@ -99,13 +100,15 @@ class CapsuleProducer:
 # Mixed traffic on shared tensors
 # --------------------------------------------------------------------------------------
 
+
 def _shared_tensors():
-    owned = dl.full((THREADS, 64), 1.5)                       # each thread writes its row
+    owned = dl.full((THREADS, 64), 1.5)  # each thread writes its row
     ints = dl.from_dlpack(np.arange(24, dtype=np.int64).reshape(4, 6))
     strided = dl.from_dlpack(np.from_dlpack(dl.full((6, 8), 2.0, "float64"))[::-2, 1::3])
     # Read-only by flag (a versioned capsule of a legacy import): no legacy export.
-    readonly = dl.from_dlpack(dl.to_dlpack(
-        dl.from_dlpack(dl.to_dlpack(dl.full((5,), 7, "int32"))), versioned=True))
+    readonly = dl.from_dlpack(
+        dl.to_dlpack(dl.from_dlpack(dl.to_dlpack(dl.full((5,), 7, "int32"))), versioned=True)
+    )
     scalar = dl.full((), 3, "uint8")
     return owned, ints, strided, readonly, scalar
 
@@ -115,7 +118,7 @@ def test_mixed_exports_imports_and_round_trips_on_shared_tensors():
     numpy_source = np.arange(48, dtype=np.float32).reshape(6, 8)
     bases = [sys.getrefcount(t) for t in shared]
     numpy_base = sys.getrefcount(numpy_source)
-    handoff = queue.SimpleQueue()   # capsules made on one thread, consumed on another
+    handoff = queue.SimpleQueue()  # capsules made on one thread, consumed on another
     done = [0] * THREADS
     expected_strided = np.full((3, 3), 2.0)
     expected_ints = np.arange(24).reshape(4, 6)
@@ -125,7 +128,7 @@ def test_mixed_exports_imports_and_round_trips_on_shared_tensors():
         for i in range(ITERATIONS):
             op = i % 12
             if op == 0:
-                dl.from_dlpack(owned.__dlpack__())                 # legacy export, import
+                dl.from_dlpack(owned.__dlpack__())  # legacy export, import
             elif op == 1:
                 view = dl.from_dlpack(ints.__dlpack__(max_version=(1, 3)))
                 assert view.data_ptr == ints.data_ptr and not view.readonly
@@ -135,7 +138,7 @@ def test_mixed_exports_imports_and_round_trips_on_shared_tensors():
                 view = dl.from_dlpack(numpy_source)
                 assert view.data_ptr == numpy_source.ctypes.data
             elif op == 4:
-                again = dl.from_dlpack(np.from_dlpack(ints))       # dl -> numpy -> dl
+                again = dl.from_dlpack(np.from_dlpack(ints))  # dl -> numpy -> dl
                 assert again.data_ptr == ints.data_ptr and again.strides == ints.strides
             elif op == 5:
                 try:
@@ -152,10 +155,10 @@ def test_mixed_exports_imports_and_round_trips_on_shared_tensors():
                     capsule = handoff.get_nowait()
                 except queue.Empty:
                     continue
-                if i & 2:   # consume it here; otherwise its destructor runs here
+                if i & 2:  # consume it here; otherwise its destructor runs here
                     assert dl.from_dlpack(capsule).shape == (4, 6)
             elif op == 8:
-                row[:] = i                                         # this thread's own row
+                row[:] = i  # this thread's own row
                 assert np.from_dlpack(owned)[index, 63] == i
             elif op == 9:
                 copied = dl.from_dlpack(strided, copy=True)
@@ -172,7 +175,7 @@ def test_mixed_exports_imports_and_round_trips_on_shared_tensors():
     run_threads(worker)
     while not handoff.empty():
         handoff.get_nowait()
-    assert sum(done) >= THREADS * ITERATIONS * 11 // 12   # op 7 may find the queue empty
+    assert sum(done) >= THREADS * ITERATIONS * 11 // 12  # op 7 may find the queue empty
     rows = np.from_dlpack(owned)
     assert (rows[:, 0] == rows[0, 0]).all()
     del rows
@@ -207,6 +210,7 @@ def test_capsules_made_released_and_consumed_on_different_threads():
 # --------------------------------------------------------------------------------------
 # Racing consumers: exactly one wins
 # --------------------------------------------------------------------------------------
+
 
 def _race(make_capsule, consume, rounds=RACE_ROUNDS, threads=THREADS):
     """`rounds` times: `threads` threads call consume(capsule) on one fresh capsule at once.
@@ -264,8 +268,10 @@ def test_racing_consumers_of_one_capsule_exactly_one_wins(max_version):
     source = dl.full((3, 4), 2.5)
     base = sys.getrefcount(source)
 
-    outcomes = _race(lambda r: source.__dlpack__(max_version=max_version),
-                     lambda capsule: dl.from_dlpack(capsule).data_ptr)
+    outcomes = _race(
+        lambda r: source.__dlpack__(max_version=max_version),
+        lambda capsule: dl.from_dlpack(capsule).data_ptr,
+    )
     assert len(outcomes) == RACE_ROUNDS
     for winners, losers in outcomes:
         assert winners == [source.data_ptr]
@@ -296,8 +302,7 @@ def test_racing_consumers_of_all_kinds_exactly_one_wins():
             return float(np.asarray(dl.from_dlpack(capsule, copy=True))[0])
         return float(np.from_dlpack(CapsuleProducer(capsule))[0])
 
-    outcomes = _race(lambda r: source.__dlpack__(max_version=(1, 3) if r % 2 else None),
-                     consume)
+    outcomes = _race(lambda r: source.__dlpack__(max_version=(1, 3) if r % 2 else None), consume)
     assert len(outcomes) == RACE_ROUNDS
     for winners, losers in outcomes:
         assert winners == [4.0]
@@ -331,11 +336,14 @@ def test_racing_consumers_of_a_foreign_capsule_deleter_runs_once():
 # Framework tensors through the C exchange API (the per-type cache is shared)
 # --------------------------------------------------------------------------------------
 
+
 def test_imports_of_alternating_types_from_many_threads():
     torch = pytest.importorskip("torch")
-    sources = [torch.arange(12, dtype=torch.float32).reshape(3, 4),
-               np.arange(12, dtype=np.float32).reshape(3, 4),
-               dl.from_dlpack(np.arange(12, dtype=np.float32).reshape(3, 4)).copy()]
+    sources = [
+        torch.arange(12, dtype=torch.float32).reshape(3, 4),
+        np.arange(12, dtype=np.float32).reshape(3, 4),
+        dl.from_dlpack(np.arange(12, dtype=np.float32).reshape(3, 4)).copy(),
+    ]
     pointers = [sources[0].data_ptr(), sources[1].ctypes.data, sources[2].data_ptr]
     bases = [sys.getrefcount(s) for s in sources]
 
@@ -384,8 +392,7 @@ def test_first_torch_imports_race_with_the_bit_reader_set_up():
             t.join()
         print(failures, _core._torch_native_bits())
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     failures, offset = out.stdout.rsplit(" ", 1)
     assert failures == "[]"
@@ -416,7 +423,7 @@ def test_producer_cache_mutated_while_importing():
     def mutate():
         n = 0
         while not stop.is_set():
-            Producer.marker = n           # a new version tag for the type
+            Producer.marker = n  # a new version tag for the type
             n += 1
 
     def importer(k):
@@ -479,8 +486,9 @@ def test_producer_entry_replaced_while_many_threads_import():
         print(failures)
     """)
     for _ in range(3):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             timeout=300)
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+        )
         assert out.returncode == 0, out.stderr[-4000:]
         assert out.stdout.strip() == "[]"
 
@@ -489,6 +497,7 @@ def test_producer_entry_replaced_while_many_threads_import():
 # The whole file under pytest-run-parallel
 # --------------------------------------------------------------------------------------
 
+
 def test_thread_tests_under_run_parallel():
     pytest.importorskip("pytest_run_parallel")
     if os.environ.get("DLINTEROP_RUN_PARALLEL_COPIES"):
@@ -496,8 +505,23 @@ def test_thread_tests_under_run_parallel():
     here = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, DLINTEROP_RUN_PARALLEL_COPIES="4")
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "run-parallel", "--parallel-threads=4",
-         "-k", "not test_thread_tests_under_run_parallel", os.path.join(here, "test_threads.py")],
-        cwd=os.path.dirname(here), env=env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "run-parallel",
+            "--parallel-threads=4",
+            "-k",
+            "not test_thread_tests_under_run_parallel",
+            os.path.join(here, "test_threads.py"),
+        ],
+        cwd=os.path.dirname(here),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert " passed" in proc.stdout

@@ -1,6 +1,7 @@
 """dlinterop's per-type caches (what the importer learned about a producer type, how
 dl.to_framework hands tensors back to a type) must let their types die, and must still hit
 for the types that live."""
+
 import gc
 import importlib.util
 import os
@@ -14,8 +15,7 @@ import numpy as np
 import pytest
 
 import dlinterop as dl
-from dlinterop import _core
-from dlinterop import frameworks
+from dlinterop import _core, frameworks
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -30,8 +30,11 @@ def make_producer_type(i):
     def __init__(self):
         self.array = np.arange(3.0)
 
-    return type(f"Producer{i}", (), {"__init__": __init__, "__dlpack__": __dlpack__,
-                                     "__dlpack_device__": __dlpack_device__})
+    return type(
+        f"Producer{i}",
+        (),
+        {"__init__": __init__, "__dlpack__": __dlpack__, "__dlpack_device__": __dlpack_device__},
+    )
 
 
 def _a_class_can_die():
@@ -56,8 +59,10 @@ def classes_can_die():
         suppress_immortalization(True)
     try:
         if not _a_class_can_die():
-            pytest.skip("this interpreter never frees a class (free-threaded 3.13 after a "
-                        "thread has run, without its test hook)")
+            pytest.skip(
+                "this interpreter never frees a class (free-threaded 3.13 after a "
+                "thread has run, without its test hook)"
+            )
         yield
     finally:
         if suppress_immortalization is not None:
@@ -109,7 +114,7 @@ def test_cache_hits_for_live_types_even_when_they_alternate():
     described = _core._producer_descriptions_made()
     for _ in range(50):
         dl.from_dlpack(a)
-        dl.from_dlpack(b)    # alternating: the one-entry cache misses, the table hits
+        dl.from_dlpack(b)  # alternating: the one-entry cache misses, the table hits
         dl.from_dlpack(np.arange(2.0))
     assert _core._producer_descriptions_made() == described
 
@@ -157,7 +162,7 @@ def test_a_method_replaced_between_lookup_and_call_is_not_called_stale():
         return (1, 0)
 
     Shifty.__dlpack_device__ = replace_then_answer
-    dl.from_dlpack(obj, stream=-1)   # asks __dlpack_device__ first, then __dlpack__
+    dl.from_dlpack(obj, stream=-1)  # asks __dlpack_device__ first, then __dlpack__
     assert calls[-1] == "new"
 
 
@@ -185,7 +190,8 @@ def test_adapter_types_made_and_dropped_are_collected(classes_can_die):
 
 def _nanobind_kernels():
     spec = importlib.util.spec_from_file_location(
-        "dl_bench_kernels", os.path.join(REPO, "benchmarks", "kernels.py"))
+        "dl_bench_kernels", os.path.join(REPO, "benchmarks", "kernels.py")
+    )
     kernels = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(kernels)
     try:
@@ -194,11 +200,13 @@ def _nanobind_kernels():
         pytest.fail(f"building the nanobind kernels failed:\n{e.stderr}")
     if path is None:
         pytest.skip("nanobind or a C++ compiler is not installed")
-    return path   # loaded only in the child: it aborts the process that leaks
+    return path  # loaded only in the child: it aborts the process that leaks
 
 
-@pytest.mark.skipif(bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
-                    reason="nanobind disables its leak checker on free-threaded builds")
+@pytest.mark.skipif(
+    bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+    reason="nanobind disables its leak checker on free-threaded builds",
+)
 def test_nanobind_leak_checker_finds_no_type_kept_alive():
     # Regression: after one dl.from_dlpack of an object of a class bound with nanobind,
     # nanobind's leak checker (built as nanobind's tests build it) aborted the process at
@@ -211,8 +219,10 @@ def test_nanobind_leak_checker_finds_no_type_kept_alive():
         "import dlinterop as dl\n"
         "x = m.ramp(4)\n"
         "assert dl.from_dlpack(x).shape == (4,)\n"
-        "assert dl.to_framework(dl.zeros(2), like=dl).shape == (2,)\n")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120)
+        "assert dl.to_framework(dl.zeros(2), like=dl).shape == (2,)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert "leaked" not in proc.stderr

@@ -1,6 +1,7 @@
 """Property tests for Tensor views: every view equals NumPy's view of the same data, shares
 its memory, and survives its base being dropped; over shapes, dtypes, basic-index keys,
 reshapes, transposes and dtype views. (Profiles as in tests/test_properties.py.)"""
+
 import gc
 import os
 
@@ -13,9 +14,14 @@ from hypothesis.extra import numpy as hnp
 import dlinterop as dl
 
 # 200 examples each; derandomized in CI (CI=true), as tests/test_properties.py's profiles.
-settings.register_profile("views", deadline=None, max_examples=200,
-                          derandomize=bool(os.environ.get("CI")), database=None,
-                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "views",
+    deadline=None,
+    max_examples=200,
+    derandomize=bool(os.environ.get("CI")),
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 DTYPES = ["int8", "uint16", "int32", "float32", "float64", "complex64", "bool"]
 
@@ -43,15 +49,14 @@ def _check_view(view, expected, base_array):
 @settings(parent=settings.get_profile("views"))
 @given(data=st.data(), a=sources())
 def test_basic_index_equals_numpys_view(data, a):
-    key = data.draw(hnp.basic_indices(a.shape, min_dims=0, allow_newaxis=True,
-                                      allow_ellipsis=True))
+    key = data.draw(hnp.basic_indices(a.shape, min_dims=0, allow_newaxis=True, allow_ellipsis=True))
     t = dl.from_dlpack(a)
     expected = a[key]
     if isinstance(expected, np.generic):
         expected = a[(key if isinstance(key, tuple) else (key,)) + (Ellipsis,)]
     view = t[key]
     del t
-    gc.collect()                                  # the view holds the memory, not t
+    gc.collect()  # the view holds the memory, not t
     _check_view(view, expected, a)
 
 

@@ -1,6 +1,7 @@
 """Views of a Tensor (metadata only, the same memory): basic indexing, transpose, reshape,
 view(shape), view(dtype), squeeze/unsqueeze; and NumPy's __array__ protocol. NumPy is the
 reference for every result."""
+
 import gc
 import subprocess
 import sys
@@ -12,11 +13,32 @@ import dlinterop as dl
 
 A = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
 
-KEYS = [0, -1, 1, (1, 2), (1, 2, 3), (-2, -3, -4), slice(None), slice(None, None, -1),
-        slice(1, None), slice(5, 1), slice(None, None, 7), (Ellipsis, 1), (1, Ellipsis),
-        (Ellipsis,), (), None, (None, 0), (0, None, slice(1, 3)), (slice(None), slice(None, None, -2)),
-        (1, Ellipsis, None), (slice(0, 2), 2, slice(None, None, 3)), (Ellipsis, None, slice(3, 0, -1)),
-        (None, Ellipsis, None), (slice(-100, 100),)]
+KEYS = [
+    0,
+    -1,
+    1,
+    (1, 2),
+    (1, 2, 3),
+    (-2, -3, -4),
+    slice(None),
+    slice(None, None, -1),
+    slice(1, None),
+    slice(5, 1),
+    slice(None, None, 7),
+    (Ellipsis, 1),
+    (1, Ellipsis),
+    (Ellipsis,),
+    (),
+    None,
+    (None, 0),
+    (0, None, slice(1, 3)),
+    (slice(None), slice(None, None, -2)),
+    (1, Ellipsis, None),
+    (slice(0, 2), 2, slice(None, None, 3)),
+    (Ellipsis, None, slice(3, 0, -1)),
+    (None, Ellipsis, None),
+    (slice(-100, 100),),
+]
 
 
 def _same_memory(view, expected):
@@ -27,8 +49,9 @@ def _same_memory(view, expected):
     if expected.size:
         assert got.__array_interface__["data"][0] == expected.__array_interface__["data"][0]
         # (the stride of an axis of one element is never followed: NumPy's and ours differ)
-        assert [s for s, n in zip(got.strides, got.shape) if n > 1] == \
-            [s for s, n in zip(expected.strides, expected.shape) if n > 1]
+        assert [s for s, n in zip(got.strides, got.shape) if n > 1] == [
+            s for s, n in zip(expected.strides, expected.shape) if n > 1
+        ]
 
 
 @pytest.mark.parametrize("key", KEYS, ids=repr)
@@ -50,12 +73,23 @@ def test_a_view_is_written_through():
     assert np.from_dlpack(t).tolist() == [[0, 0, 0, 0], [4, 3, 2, 1], [0, 0, 0, 0]]
 
 
-@pytest.mark.parametrize("key,error", [([0], IndexError), (1.5, IndexError), (True, IndexError),
-                                      ((0, 0, 0, 0), IndexError), (2, IndexError),
-                                      (-3, IndexError), ((Ellipsis, Ellipsis), IndexError),
-                                      ((0, 3), IndexError), ("a", IndexError),
-                                      (2 ** 100, IndexError), (slice(None, None, 0), ValueError)],
-                         ids=repr)
+@pytest.mark.parametrize(
+    "key,error",
+    [
+        ([0], IndexError),
+        (1.5, IndexError),
+        (True, IndexError),
+        ((0, 0, 0, 0), IndexError),
+        (2, IndexError),
+        (-3, IndexError),
+        ((Ellipsis, Ellipsis), IndexError),
+        ((0, 3), IndexError),
+        ("a", IndexError),
+        (2**100, IndexError),
+        (slice(None, None, 0), ValueError),
+    ],
+    ids=repr,
+)
 def test_what_basic_indexing_refuses(key, error):
     with pytest.raises(error):
         dl.from_dlpack(A)[key]
@@ -71,15 +105,23 @@ def test_a_view_holds_the_root_not_its_source():
     view = t[1:][1:][::2]
     del t
     gc.collect()
-    assert np.from_dlpack(view).tolist() == [[0.0] * 4]      # the memory is alive
+    assert np.from_dlpack(view).tolist() == [[0.0] * 4]  # the memory is alive
 
 
 def test_a_view_of_read_only_memory_is_read_only():
     a = np.arange(6.0).reshape(2, 3)
     a.flags.writeable = False
     t = dl.from_dlpack(a)
-    for view in (t[0], t.T, t.reshape(3, 2), t.view(6), t.view("int64"), t.squeeze(),
-                 t.unsqueeze(0), t[None]):
+    for view in (
+        t[0],
+        t.T,
+        t.reshape(3, 2),
+        t.view(6),
+        t.view("int64"),
+        t.squeeze(),
+        t.unsqueeze(0),
+        t[None],
+    ):
         assert view.readonly
         assert not np.from_dlpack(view).flags.writeable
 
@@ -108,11 +150,16 @@ def test_transpose_and_T():
 
 
 @pytest.mark.parametrize("source", ["contiguous", "transposed", "sliced", "broadcast"])
-@pytest.mark.parametrize("shape", [(24,), (4, 6), (6, -1), (2, 3, 4), (1, 24, 1), (4, 1, 3, 2),
-                                   (-1,)], ids=repr)
+@pytest.mark.parametrize(
+    "shape", [(24,), (4, 6), (6, -1), (2, 3, 4), (1, 24, 1), (4, 1, 3, 2), (-1,)], ids=repr
+)
 def test_reshape_is_numpys_and_views_when_numpy_would(source, shape):
-    a = {"contiguous": A, "transposed": A.transpose(2, 1, 0), "sliced": A[:, :, ::-1],
-         "broadcast": np.broadcast_to(A[0, 0], (2, 3, 4))}[source]
+    a = {
+        "contiguous": A,
+        "transposed": A.transpose(2, 1, 0),
+        "sliced": A[:, :, ::-1],
+        "broadcast": np.broadcast_to(A[0, 0], (2, 3, 4)),
+    }[source]
     t = dl.from_dlpack(a)
     expected = a.reshape(shape)
     got = t.reshape(shape)
@@ -152,11 +199,11 @@ def test_view_as_another_dtype_is_numpys(name):
 def test_view_as_another_dtype_refuses_what_numpy_refuses():
     t = dl.from_dlpack(A)
     with pytest.raises(ValueError):
-        t[:, :, ::2].view("float64")                    # last axis not contiguous
+        t[:, :, ::2].view("float64")  # last axis not contiguous
     with pytest.raises(ValueError):
-        t[:, :, :3].view("float64")                     # 12 bytes do not hold float64s
+        t[:, :, :3].view("float64")  # 12 bytes do not hold float64s
     with pytest.raises(ValueError):
-        t[0, 0, 0].view("float64")                      # 0-d, sizes differ
+        t[0, 0, 0].view("float64")  # 0-d, sizes differ
     assert t.view(dl.bfloat16).shape == (2, 3, 8)
 
 
@@ -178,7 +225,7 @@ def test_sub_byte_views_stay_on_byte_boundaries():
     assert t[1].shape == (8,) and t[1:3].shape == (2, 8)
     assert t[:, 2:6].shape == (4, 4)
     with pytest.raises(ValueError, match="byte boundary"):
-        t.T                                   # a column of packed elements: no byte each
+        t.T  # a column of packed elements: no byte each
     assert t.reshape(8, 4).shape == (8, 4)
     for key in ((slice(None), slice(1, None)), (slice(None), slice(None, None, 2)), (0, 1)):
         with pytest.raises(ValueError, match="byte|packed"):
@@ -197,26 +244,28 @@ def test_views_of_a_cuda_tensor_are_metadata_only():
 
 def test_indexing_large_steps_and_offsets_does_not_overflow():
     t = dl.zeros((5,), "float64")
-    assert t[:: 2 ** 62].shape == (1,)
-    assert t[:: -(2 ** 62)].shape == (1,)
-    assert t[2 ** 62:].shape == (0,)
+    assert t[:: 2**62].shape == (1,)
+    assert t[:: -(2**62)].shape == (1,)
+    assert t[2**62 :].shape == (0,)
 
 
 def test_a_chain_of_views_is_released_without_recursion():
     # Each view holds the root, so views of views are siblings, not a chain.
-    code = ("import dlinterop as dl\n"
-            "t = dl.zeros((4,), 'int8')\n"
-            "for _ in range(300_000):\n"
-            "    t = t[:]\n"
-            "del t\n"
-            "assert dl.memory_stats()['live_buffers'] == 0\n"
-            "print('ok')\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300)
+    code = (
+        "import dlinterop as dl\n"
+        "t = dl.zeros((4,), 'int8')\n"
+        "for _ in range(300_000):\n"
+        "    t = t[:]\n"
+        "del t\n"
+        "assert dl.memory_stats()['live_buffers'] == 0\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
 # -- __array__ (NumPy 2's protocol) ---------------------------------------------------------
+
 
 def test_numpy_asarray_shares_for_buffer_types():
     t = dl.from_dlpack(A.copy())
@@ -256,8 +305,21 @@ def test_numpy_asarray_keeps_read_only():
 
 # -- dask.array over a Tensor ----------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["float32", "int8", "bool", "complex128", "uint64", "float16",
-                                  "bfloat16", "float8_e4m3fn", "float8_e8m0fnu"])
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "float32",
+        "int8",
+        "bool",
+        "complex128",
+        "uint64",
+        "float16",
+        "bfloat16",
+        "float8_e4m3fn",
+        "float8_e8m0fnu",
+    ],
+)
 def test_dask_array_from_a_tensor_equals_numpys(name):
     da = pytest.importorskip("dask.array")
     pytest.importorskip("ml_dtypes")
@@ -291,8 +353,13 @@ def test_views_of_a_source_with_negative_strides():
     # points at it (DLPack's byte_offset is unsigned).
     a = np.arange(24.0).reshape(4, 6)[::-1, ::-2]
     t = dl.from_dlpack(a)
-    for key in [slice(1, None), (slice(1, 3), 0), (Ellipsis, slice(None, None, -1)),
-                (slice(None), 1), (3, slice(2, None))]:
+    for key in [
+        slice(1, None),
+        (slice(1, 3), 0),
+        (Ellipsis, slice(None, None, -1)),
+        (slice(None), 1),
+        (3, slice(2, None)),
+    ]:
         _same_memory(t[key], a[key])
 
 

@@ -1,4 +1,5 @@
 """Allocation: dl.empty and dl.zeros beside np.empty and np.zeros."""
+
 import numpy as np
 
 import dlinterop as dl
@@ -9,8 +10,11 @@ SHAPES = [(1,), (1024,), (1024, 1024), (4096, 4096)]
 
 
 class Allocate(Benchmark):
-    params = [["dlinterop", "numpy"], ["float32", "float64", "int8"],
-              [str(shape) for shape in SHAPES]]
+    params = [
+        ["dlinterop", "numpy"],
+        ["float32", "float64", "int8"],
+        [str(shape) for shape in SHAPES],
+    ]
     param_names = ["library", "dtype", "shape"]
 
     def setup(self, library, dtype, shape):
@@ -30,6 +34,7 @@ class Allocate(Benchmark):
 
 class AllocateDefaults(Benchmark):
     """The calls as users write them: dtype left to each library's default."""
+
     params = [["dlinterop", "numpy"]]
     param_names = ["library"]
 

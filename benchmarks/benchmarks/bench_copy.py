@@ -1,4 +1,5 @@
 """Copies: Tensor.copy and from_dlpack(copy=True), beside NumPy's."""
+
 import numpy as np
 
 import dlinterop as dl
@@ -37,6 +38,7 @@ class CopyDtype(Benchmark):
 
 class FromDlpackCopy(Benchmark):
     """from_dlpack(a, copy=True) of a NumPy array: the copy on import."""
+
     params = [["dlinterop", "numpy"], SIZES, LAYOUTS]
     param_names = ["library", "size", "layout"]
 

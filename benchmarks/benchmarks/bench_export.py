@@ -1,4 +1,5 @@
 """Export: a dlinterop Tensor handed out as a DLPack capsule, and its device query."""
+
 import dlinterop as dl
 
 from .common import DTYPES, LAYOUTS, SIZES, Benchmark, dlinterop_tensor
@@ -7,6 +8,7 @@ from .common import DTYPES, LAYOUTS, SIZES, Benchmark, dlinterop_tensor
 class Export(Benchmark):
     """The capsule a consumer asks for: legacy (no max_version) or versioned (1.x).
     The capsule is dropped at once, so its destructor (and the deleter) is timed too."""
+
     params = [DTYPES, SIZES, LAYOUTS]
     param_names = ["dtype", "size", "layout"]
 
@@ -25,6 +27,7 @@ class Export(Benchmark):
 
 class ExportOptions(Benchmark):
     """Keywords a consumer may pass that change nothing for a CPU tensor."""
+
     params = [["none", "stream=None", "dl_device=(1, 0)", "copy=False"]]
     param_names = ["keywords"]
 

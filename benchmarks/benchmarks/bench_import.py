@@ -1,4 +1,5 @@
 """Import: dl.from_dlpack of each library's objects, and each library importing dlinterop's."""
+
 import dlinterop as dl
 
 from .common import (
@@ -18,6 +19,7 @@ from .common import (
 
 class ImportFrom(Benchmark):
     """dl.from_dlpack(obj) for obj made by `producer`; zero-copy at every size."""
+
     params = [LIBRARIES, SIZES, LAYOUTS]
     param_names = ["producer", "size", "layout"]
 
@@ -30,6 +32,7 @@ class ImportFrom(Benchmark):
 
 class ImportDtype(Benchmark):
     """dl.from_dlpack of NumPy arrays of each dtype: the dtype lookup on import."""
+
     params = [DTYPES, SIZES]
     param_names = ["dtype", "size"]
 
@@ -45,6 +48,7 @@ class ImportDtype(Benchmark):
 
 class ImportCapsule(Benchmark):
     """dl.from_dlpack of a bare capsule, as from a producer that predates __dlpack__."""
+
     params = [["legacy", "versioned"]]
     param_names = ["capsule"]
 
@@ -58,6 +62,7 @@ class ImportCapsule(Benchmark):
 
 class ConsumeDlinterop(Benchmark):
     """`consumer`.from_dlpack(t) for a dlinterop Tensor t."""
+
     params = [LIBRARIES, SIZES, LAYOUTS]
     param_names = ["consumer", "size", "layout"]
 
@@ -72,6 +77,7 @@ class ConsumeDlinterop(Benchmark):
 
 class ConsumeNumpy(Benchmark):
     """The same consumers on a NumPy array: the yardstick for ConsumeDlinterop."""
+
     params = [LIBRARIES, SIZES]
     param_names = ["consumer", "size"]
 
@@ -87,8 +93,15 @@ class ImportTorchExchange(Benchmark):
     """A torch tensor imported by dlinterop through torch's C exchange table and through
     its __dlpack__ (the route copy=False takes), beside torch's and tvm-ffi's own imports
     of the same tensor."""
-    params = [["dl.from_dlpack (table)", "dl.from_dlpack (__dlpack__)", "torch.from_dlpack",
-               "tvm_ffi.from_dlpack"]]
+
+    params = [
+        [
+            "dl.from_dlpack (table)",
+            "dl.from_dlpack (__dlpack__)",
+            "torch.from_dlpack",
+            "tvm_ffi.from_dlpack",
+        ]
+    ]
     param_names = ["importer"]
 
     def setup(self, importer):

@@ -2,6 +2,7 @@
 ProcessPoolExecutor (fork, spawn) and multiprocessing.Queue, as a shared dl.Tensor beside a
 torch tensor in shared memory and a NumPy array pickled by value; and pickle.loads of a
 protocol-4 pickle. The work itself is in benchmarks/processes.py (children import it)."""
+
 import concurrent.futures
 import multiprocessing
 import os
@@ -19,7 +20,7 @@ if _HERE not in sys.path:
 # as benchmark settings.
 import processes as work  # noqa: E402
 
-ELEMENTS = work.ELEMENTS     # 256 MiB of float32
+ELEMENTS = work.ELEMENTS  # 256 MiB of float32
 
 
 class AcrossProcesses(Benchmark):
@@ -34,8 +35,9 @@ class AcrossProcesses(Benchmark):
         if through == "queue":
             ctx = multiprocessing.get_context("fork")
             self.inbox, self.outbox = ctx.Queue(), ctx.Queue()
-            self.child = ctx.Process(target=work.queue_echo,
-                                     args=(self.inbox, self.outbox), daemon=True)
+            self.child = ctx.Process(
+                target=work.queue_echo, args=(self.inbox, self.outbox), daemon=True
+            )
             self.child.start()
             self.pool = None
         else:
@@ -61,6 +63,7 @@ class AcrossProcesses(Benchmark):
 
 class PickleLoads(Benchmark):
     """pickle.loads of a protocol-4 pickle (by value, in the pickle)."""
+
     params = [["dlinterop", "numpy"]]
     param_names = ["library"]
 

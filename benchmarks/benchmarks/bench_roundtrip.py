@@ -1,4 +1,5 @@
 """Round trips: a dlinterop Tensor out through a consumer and back, and what it leaves behind."""
+
 import gc
 import os
 
@@ -25,6 +26,7 @@ def _rss_bytes():
 
 class RoundTrip(Benchmark):
     """dl.from_dlpack(via.from_dlpack(t)): export to a peer and import the peer's view."""
+
     params = [["dlinterop"] + PEERS, LAYOUTS]
     param_names = ["via", "layout"]
 
@@ -39,6 +41,7 @@ class RoundTrip(Benchmark):
 
 class CapsuleRoundTrip(Benchmark):
     """dl.from_dlpack(t.__dlpack__(...)): both ends dlinterop, through a bare capsule."""
+
     params = [["legacy", "versioned"], LAYOUTS]
     param_names = ["capsule", "layout"]
 
@@ -53,13 +56,16 @@ class CapsuleRoundTrip(Benchmark):
 class RoundTripMemory(Benchmark):
     """100,000 export-and-import round trips: peak memory, and what RSS keeps afterwards.
     A leaked capsule or managed tensor per trip would show as megabytes."""
-    params = [["dl.from_dlpack(t)", "np.from_dlpack(t)", "dl.from_dlpack(a)",
-               "dl.from_dlpack(capsule)"]]
+
+    params = [
+        ["dl.from_dlpack(t)", "np.from_dlpack(t)", "dl.from_dlpack(a)", "dl.from_dlpack(capsule)"]
+    ]
     param_names = ["trip"]
     timeout = 300
 
     def setup(self, trip):
         import numpy as np
+
         tensor = dl.zeros((16,), dl.float32)
         array = np.zeros(16, np.float32)
         self.call = {
@@ -67,9 +73,10 @@ class RoundTripMemory(Benchmark):
             "np.from_dlpack(t)": lambda: np.from_dlpack(tensor),
             "dl.from_dlpack(a)": lambda: dl.from_dlpack(array),
             "dl.from_dlpack(capsule)": lambda: dl.from_dlpack(
-                tensor.__dlpack__(max_version=(1, 3))),
+                tensor.__dlpack__(max_version=(1, 3))
+            ),
         }[trip]
-        for _ in range(ROUND_TRIPS // 10):     # warm the allocators first
+        for _ in range(ROUND_TRIPS // 10):  # warm the allocators first
             self.call()
         gc.collect()
 

@@ -1,4 +1,5 @@
 """Import time of dlinterop, in a fresh interpreter each time."""
+
 import re
 import statistics
 import subprocess
@@ -20,14 +21,19 @@ class Import(Benchmark):
 class ImportTime(Benchmark):
     """`python -X importtime`'s cumulative figure for dlinterop (median of five runs): the
     import alone, without interpreter start-up."""
+
     timeout = 120
 
     def track_importtime(self):
         samples = []
         for _ in range(5):
-            out = subprocess.run([sys.executable, "-X", "importtime", "-c", "import dlinterop"],
-                                 capture_output=True, text=True, check=True,
-                                 cwd=tempfile.gettempdir())
+            out = subprocess.run(
+                [sys.executable, "-X", "importtime", "-c", "import dlinterop"],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=tempfile.gettempdir(),
+            )
             cumulative = None
             for line in out.stderr.splitlines():
                 match = re.match(r"import time:\s*\d+\s*\|\s*(\d+)\s*\|\s*dlinterop\s*$", line)

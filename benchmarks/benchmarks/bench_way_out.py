@@ -1,6 +1,7 @@
 """The way out (issue 15): a dlinterop Tensor handed back as the caller's type, and a trivial
 kernel (one float32 tensor in, a new one of the caller's type out) written with dlinterop's
 Cython API beside the same kernel written with nanobind's nb::ndarray."""
+
 import os
 import sys
 
@@ -22,8 +23,9 @@ def _kernels(which):
     finally:
         sys.path.pop(0)
     try:
-        module = (kernels.build_cython_kernels if which == "dlinterop"
-                  else kernels.build_nanobind_kernels)()
+        module = (
+            kernels.build_cython_kernels if which == "dlinterop" else kernels.build_nanobind_kernels
+        )()
     except Exception as exc:
         raise NotImplementedError(f"the {which} kernel does not build here: {exc}") from None
     if module is None:
@@ -39,6 +41,7 @@ def _input(framework):
 
 class ToFramework(Benchmark):
     """dl.to_framework(t, like=x) beside x's framework's own from_dlpack(t)."""
+
     params = [["numpy", "torch"], ["to_framework", "from_dlpack"]]
     param_names = ["framework", "route"]
 
@@ -59,6 +62,7 @@ class ToFramework(Benchmark):
 
 class Kernel(Benchmark):
     """Per-call overhead of the trivial kernel, dlinterop's and nanobind's, per input type."""
+
     params = [["numpy", "torch"], ["dlinterop", "nanobind"]]
     param_names = ["framework", "written_with"]
 

@@ -8,6 +8,7 @@ are imported here once, so that asv's forkserver (see asv.conf.json) pays for th
 than in every benchmark process. A benchmark whose peer is not installed, or that a peer
 cannot do, raises NotImplementedError in setup, which asv reports as skipped.
 """
+
 import functools
 import importlib
 import os
@@ -30,6 +31,7 @@ _COLUMNS = 64
 
 class Benchmark:
     """Base class, as in NumPy's suite: one place to hang suite-wide attributes."""
+
     timeout = 180
 
 
@@ -50,8 +52,9 @@ def numpy_array(dtype, size, layout, fill=False):
     touched, so building a 64 MiB input for an exchange benchmark costs nothing; copies
     need `fill=True` so that they read real memory."""
     rows, columns = shape_for(size, dtype)
-    make = (lambda shape: np.full(shape, 1, dtype)) if fill else (
-        lambda shape: np.zeros(shape, dtype))
+    make = (
+        (lambda shape: np.full(shape, 1, dtype)) if fill else (lambda shape: np.zeros(shape, dtype))
+    )
     if layout == "contiguous":
         return make((rows, columns))
     if layout == "strided":
@@ -97,13 +100,13 @@ def peer_tensor(library, dtype, size, layout, fill=False):
         return array
     module = peer(library)
     if library == "torch":
-        return module.from_numpy(array)          # a view: keeps the layout
+        return module.from_numpy(array)  # a view: keeps the layout
     if library == "jax":
         if layout != "contiguous":
             raise NotImplementedError("JAX arrays are always compact")
         return module.asarray(array).block_until_ready()
     if library == "tvm_ffi":
-        return module.from_dlpack(array)         # tvm-ffi has no Python allocator of its own
+        return module.from_dlpack(array)  # tvm-ffi has no Python allocator of its own
     raise ValueError(f"unknown library {library!r}")
 
 

@@ -19,6 +19,7 @@ comes from the page, in page order:
 A block of another kind (code the reader is shown but not told where to put) is an error:
 the guide must be followable literally. Exit status 0 when every step passed.
 """
+
 import argparse
 import os
 import shutil
@@ -51,23 +52,39 @@ def steps(text):
         elif language == "bash":
             out.append(("bash", None, body))
         else:
-            raise GuideError(f"a ```{language} block with no file name before it: the reader "
-                             "cannot tell where it goes")
+            raise GuideError(
+                f"a ```{language} block with no file name before it: the reader "
+                "cannot tell where it goes"
+            )
     return out
 
 
 def run(command, **kwargs):
     proc = subprocess.run(command, capture_output=True, text=True, **kwargs)
     if proc.returncode != 0:
-        raise GuideError(f"{command!r} exited {proc.returncode}\n--- stdout\n"
-                         f"{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}")
+        raise GuideError(
+            f"{command!r} exited {proc.returncode}\n--- stdout\n"
+            f"{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}"
+        )
     return proc
 
 
 def venv_environment(venv):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV",
-                        "CONDA_PREFIX", "PIP_TARGET", "PIP_PREFIX", "PIP_USER")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "PYTHONPATH",
+            "PYTHONHOME",
+            "PYTHONSTARTUP",
+            "VIRTUAL_ENV",
+            "CONDA_PREFIX",
+            "PIP_TARGET",
+            "PIP_PREFIX",
+            "PIP_USER",
+        )
+    }
     env["VIRTUAL_ENV"] = venv
     env["PATH"] = os.path.join(venv, "bin") + os.pathsep + env.get("PATH", "")
     env["PYTHONNOUSERSITE"] = "1"
@@ -84,8 +101,10 @@ def check_printed(block, stdout):
         try:
             at = printed.index(want, at) + 1
         except ValueError:
-            raise GuideError(f"expected the line {want!r} (in order) in the output of\n{block}"
-                             f"\n--- it printed\n{stdout[-4000:]}") from None
+            raise GuideError(
+                f"expected the line {want!r} (in order) in the output of\n{block}"
+                f"\n--- it printed\n{stdout[-4000:]}"
+            ) from None
 
 
 def follow(wheel, root, log):
@@ -102,9 +121,19 @@ def follow(wheel, root, log):
     python = os.path.join(venv, "bin", "python")
     if wheel:
         run([python, "-m", "pip", "install", "--quiet", wheel], env=env)
-    else:                    # a source build, its build folder kept out of the checkout
-        run([python, "-m", "pip", "install", "--quiet",
-             "--config-settings=build-dir=" + os.path.join(root, "build"), REPO], env=env)
+    else:  # a source build, its build folder kept out of the checkout
+        run(
+            [
+                python,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--config-settings=build-dir=" + os.path.join(root, "build"),
+                REPO,
+            ],
+            env=env,
+        )
     log(f"virtualenv with dlinterop from {wheel or REPO}: {time.monotonic() - started:.0f} s")
     where = run(["bash", "-c", "command -v python; command -v pip"], cwd=work, env=env).stdout
     if any(not line.startswith(os.path.join(venv, "bin")) for line in where.split()):
@@ -127,10 +156,12 @@ def follow(wheel, root, log):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--wheel", help="the dlinterop wheel to install (default: build "
-                                        "this checkout, slow)")
-    parser.add_argument("--keep", action="store_true",
-                        help="keep the temporary folder (its path is printed)")
+    parser.add_argument(
+        "--wheel", help="the dlinterop wheel to install (default: build this checkout, slow)"
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the temporary folder (its path is printed)"
+    )
     args = parser.parse_args(argv)
     wheel = os.path.abspath(args.wheel) if args.wheel else None
     if wheel and not os.path.isfile(wheel):

@@ -3,6 +3,7 @@
 Shared by tests/tools/test_docs.py (which documents the conventions) and
 tests/docs/cython_guide.py; the standard library alone, so the guide's script runs anywhere.
 """
+
 import re
 
 FENCE = re.compile(r"^(`{3,}|~{3,})(.*)$")
@@ -18,7 +19,7 @@ def blocks(text):
     out = []
     lines = text.splitlines()
     i = 0
-    previous = ""                                # the last non-blank line outside fences
+    previous = ""  # the last non-blank line outside fences
     while i < len(lines):
         m = FENCE.match(lines[i])
         if not m:
@@ -34,8 +35,14 @@ def blocks(text):
             raise ValueError(f"unclosed fence at line {i + 1}")
         need = NEEDS_MARK.match(previous)
         path = FILE_MARK.match(previous)
-        out.append((info, "\n".join(lines[i + 1:j]) + "\n",
-                    need.group(1) if need else None, path.group(1) if path else None))
+        out.append(
+            (
+                info,
+                "\n".join(lines[i + 1 : j]) + "\n",
+                need.group(1) if need else None,
+                path.group(1) if path else None,
+            )
+        )
         previous = ""
         i = j + 1
     return out

@@ -1,4 +1,5 @@
 """The C consumer of the exchange table, compiled once per session."""
+
 import importlib.util
 import os
 import shlex
@@ -20,9 +21,20 @@ def c_consumer(tmp_path_factory):
         pytest.skip(f"no C compiler ({cc[0]})")
     build = tmp_path_factory.mktemp("c_exchange_consumer")
     target = build / ("c_exchange_consumer" + sysconfig.get_config_var("EXT_SUFFIX"))
-    cmd = [*cc, "-shared", "-fPIC", "-O1", "-Wall",
-           "-I", sysconfig.get_paths()["include"], "-I", dl.get_include(),
-           os.path.join(SUPPORT, "c_exchange_consumer.c"), "-o", str(target)]
+    cmd = [
+        *cc,
+        "-shared",
+        "-fPIC",
+        "-O1",
+        "-Wall",
+        "-I",
+        sysconfig.get_paths()["include"],
+        "-I",
+        dl.get_include(),
+        os.path.join(SUPPORT, "c_exchange_consumer.c"),
+        "-o",
+        str(target),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     spec = importlib.util.spec_from_file_location("c_exchange_consumer", target)

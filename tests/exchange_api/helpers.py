@@ -7,6 +7,7 @@ so the GIL is held and an exception the callee leaves set is raised by ctypes, a
 consumer would find it with PyErr_Occurred. The allocator and the stream query are pure C
 and are called through CFUNCTYPE (GIL released), as a consumer on any thread would.
 """
+
 import ctypes
 import os
 from ctypes import (
@@ -24,6 +25,9 @@ from ctypes import (
 )
 
 import numpy as np
+
+import dlinterop as dl
+
 from forge import (
     DELETER_VERSIONED,
     DLManagedTensorVersioned,
@@ -31,8 +35,6 @@ from forge import (
     DLTensor,
     make_capsule,
 )
-
-import dlinterop as dl
 
 SUPPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
 
@@ -43,6 +45,7 @@ CPU, CUDA = 1, 2
 # --------------------------------------------------------------------------------------
 # The table's ABI (include/dlpack/dlpack.h), on top of forge's DLPack structs
 # --------------------------------------------------------------------------------------
+
 
 class DLPackExchangeAPIHeader(Structure):
     pass
@@ -80,7 +83,8 @@ FROM_PY_CALLBACK = CFUNCTYPE(c_int, c_void_p, MANAGED_OUT)
 
 # Private function objects, so that no other test's argtypes on ctypes.pythonapi matter.
 _capsule_pointer = PYFUNCTYPE(c_void_p, py_object, c_char_p)(
-    ("PyCapsule_GetPointer", ctypes.pythonapi))
+    ("PyCapsule_GetPointer", ctypes.pythonapi)
+)
 _py_decref = PYFUNCTYPE(None, c_void_p)(("Py_DecRef", ctypes.pythonapi))
 
 
@@ -113,6 +117,7 @@ def dltensor_layout(dl_tensor):
     shape = tuple(dl_tensor.shape[:n]) if dl_tensor.shape else None
     strides = tuple(dl_tensor.strides[:n]) if dl_tensor.strides else None
     return shape, strides
+
 
 def readonly_tensor():
     array = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -168,7 +173,8 @@ class ForgedTable:
         self.api.header.version.major, self.api.header.version.minor = version
         if from_py:
             self.api.managed_tensor_from_py_object_no_sync = ctypes.cast(
-                self._callback, c_void_p).value
+                self._callback, c_void_p
+            ).value
         self.address = ctypes.addressof(self.api)
         self.capsule = make_capsule(self.address, name)
         _KEEP.append(self)
@@ -196,11 +202,17 @@ def producer_type(**attributes):
     def __dlpack_device__(self):
         return (CPU, 0)
 
-    namespace = {"__init__": __init__, "__dlpack__": __dlpack__,
-                 "__dlpack_device__": __dlpack_device__, "dlpack_calls": 0, **attributes}
+    namespace = {
+        "__init__": __init__,
+        "__dlpack__": __dlpack__,
+        "__dlpack_device__": __dlpack_device__,
+        "dlpack_calls": 0,
+        **attributes,
+    }
     cls = type("Producer", (), namespace)
     _KEEP.append(cls)
     return cls
+
 
 # The allocations every allocator test makes (dlinterop's table and the C consumer's).
 ALLOCATIONS = {

@@ -1,13 +1,15 @@
 """dlinterop's exchange table used by a C consumer compiled on the fly
 (tests/support/c_exchange_consumer.c), as a C extension would use it."""
+
 import sys
 
 import numpy as np
 import pytest
-from forge import READ_ONLY, c_strides
 
 import dlinterop as dl
 from exchange_api.helpers import ALLOCATIONS, CPU, CUDA, readonly_tensor
+
+from forge import READ_ONLY, c_strides
 
 
 def test_c_consumer_reads_the_header(c_consumer):
@@ -60,13 +62,24 @@ def test_c_consumer_allocates_through_the_table(c_consumer, shape, dtype, live_c
     assert live_counters() == before
 
 
-@pytest.mark.parametrize("shape, dtype, device, kind", [
-    ((2, 3), (3, 8, 1), (CPU, 0), ValueError),
-    ((2, -1), (2, 32, 1), (CPU, 0), ValueError),
-    ((1,) * 65, (2, 32, 1), (CPU, 0), ValueError),
-    pytest.param((2, 3), (2, 32, 1), (CUDA, 0), Exception, marks=pytest.mark.skipif(
-        dl.cuda.is_available(), reason="needs a machine without a usable GPU")),
-], ids=["bad dtype", "negative dim", "ndim 65", "cuda without gpu"])
+@pytest.mark.parametrize(
+    "shape, dtype, device, kind",
+    [
+        ((2, 3), (3, 8, 1), (CPU, 0), ValueError),
+        ((2, -1), (2, 32, 1), (CPU, 0), ValueError),
+        ((1,) * 65, (2, 32, 1), (CPU, 0), ValueError),
+        pytest.param(
+            (2, 3),
+            (2, 32, 1),
+            (CUDA, 0),
+            Exception,
+            marks=pytest.mark.skipif(
+                dl.cuda.is_available(), reason="needs a machine without a usable GPU"
+            ),
+        ),
+    ],
+    ids=["bad dtype", "negative dim", "ndim 65", "cuda without gpu"],
+)
 def test_c_consumer_allocator_errors_raise_the_named_kind(c_consumer, shape, dtype, device, kind):
     with pytest.raises(kind, match="dlinterop allocator") as info:
         c_consumer.allocate(dl.zeros((1,)), shape, dtype, device)

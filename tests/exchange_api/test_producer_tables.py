@@ -1,6 +1,7 @@
 """dl.from_dlpack as a consumer of producers' exchange tables: forged tables, the lookup
 on the type, the per-type cache, and the fall-back to __dlpack__ when a table is absent,
 unusable or refuses."""
+
 import gc
 import subprocess
 import sys
@@ -71,8 +72,14 @@ def test_cache_describes_a_type_once_until_it_changes(kind):
         cls, make = np.ndarray, lambda: array
     elif kind == "Python class":
         # Not producer_type(): its call counter is a class attribute, a change per call.
-        cls = type("Plain", (), {"__dlpack__": lambda self, **kw: array.__dlpack__(**kw),
-                                 "__dlpack_device__": lambda self: (CPU, 0)})
+        cls = type(
+            "Plain",
+            (),
+            {
+                "__dlpack__": lambda self, **kw: array.__dlpack__(**kw),
+                "__dlpack_device__": lambda self: (CPU, 0),
+            },
+        )
         make = cls
     else:
         cls = type("Sub", (np.ndarray,), {})
@@ -83,7 +90,7 @@ def test_cache_describes_a_type_once_until_it_changes(kind):
         assert dl.from_dlpack(make()).data_ptr == array.ctypes.data
     assert _core._producer_descriptions_made() == before
     if kind != "numpy.ndarray":
-        cls.marker = 1                      # a new version tag
+        cls.marker = 1  # a new version tag
         dl.from_dlpack(make())
         dl.from_dlpack(make())
         assert _core._producer_descriptions_made() == before + 1
@@ -145,9 +152,11 @@ def test_int_class_attribute_that_is_no_table_does_not_crash():
         "    def __init__(self): self.a = np.arange(3.0)\n"
         "    def __dlpack__(self, **kw): return self.a.__dlpack__(**kw)\n"
         "    def __dlpack_device__(self): return (1, 0)\n"
-        "print(dl.from_dlpack(P()).shape)\n")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120)
+        "print(dl.from_dlpack(P()).shape)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "(3,)"
 
@@ -177,8 +186,7 @@ def test_producer_table_and_dlpack_errors_give_the_dlpack_error(c_consumer):
         type(self).dlpack_calls += 1
         raise BufferError("refused by __dlpack__ too")
 
-    cls = producer_type(__dlpack_c_exchange_api__=c_consumer.raising_table(),
-                        __dlpack__=refuse)
+    cls = producer_type(__dlpack_c_exchange_api__=c_consumer.raising_table(), __dlpack__=refuse)
     with pytest.raises(BufferError, match="refused by __dlpack__ too"):
         dl.from_dlpack(cls())
     assert cls.dlpack_calls == 1

@@ -1,5 +1,6 @@
 """dlinterop's own DLPack 1.3 exchange table, published on dl.Tensor, called through ctypes:
 its allocator, owning export, import, non-owning view and current work stream."""
+
 import builtins
 import ctypes
 import gc
@@ -8,7 +9,6 @@ from ctypes import POINTER, byref, c_int64, c_void_p
 
 import numpy as np
 import pytest
-from forge import READ_ONLY, DLManagedTensorVersioned, DLTensor, c_strides, capsule_name
 
 import dlinterop as dl
 from exchange_api.helpers import (
@@ -30,6 +30,8 @@ from exchange_api.helpers import (
     to_py,
     view,
 )
+
+from forge import READ_ONLY, DLManagedTensorVersioned, DLTensor, c_strides, capsule_name
 
 
 def test_table_is_a_capsule_on_the_type():
@@ -57,9 +59,7 @@ def test_table_header_is_1_3_with_all_five_functions():
 # ---- managed_tensor_allocator ---------------------------------------------------------
 
 
-
-def call_allocator(shape, dtype, device=(CPU, 0), *, ndim=None, null_shape=False,
-                   strides=None):
+def call_allocator(shape, dtype, device=(CPU, 0), *, ndim=None, null_shape=False, strides=None):
     """Calls the allocator; returns (rc, managed pointer or None, SetError calls)."""
     errors = []
     error_ctx = 0x5EED
@@ -177,6 +177,7 @@ def test_allocator_reports_unreachable_device_through_set_error(device):
 
 # ---- managed_tensor_from_py_object_no_sync --------------------------------------------
 
+
 def export(obj):
     out = POINTER(DLManagedTensorVersioned)()
     rc = from_py(id(obj), byref(out))
@@ -240,6 +241,7 @@ def test_owning_export_of_other_objects_fails_without_output():
 
 
 # ---- managed_tensor_to_py_object_no_sync ----------------------------------------------
+
 
 def test_import_steals_and_returns_a_new_tensor_on_the_same_memory(live_counters):
     t = dl.from_dlpack(np.arange(6, dtype=np.float32).reshape(2, 3).T)
@@ -315,12 +317,17 @@ def test_import_of_unsupported_version_sets_buffer_error():
 
 # ---- dltensor_from_py_object_no_sync --------------------------------------------------
 
-@pytest.mark.parametrize("make", [
-    lambda: dl.from_dlpack(np.arange(24, dtype=np.float64).reshape(2, 3, 4)[:, 1:, ::2]),
-    lambda: dl.full((), 1, dtype="int32"),
-    lambda: dl.empty((0, 5), dtype="uint8"),
-    readonly_tensor,
-], ids=["strided", "0-d", "zero-size", "read-only"])
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: dl.from_dlpack(np.arange(24, dtype=np.float64).reshape(2, 3, 4)[:, 1:, ::2]),
+        lambda: dl.full((), 1, dtype="int32"),
+        lambda: dl.empty((0, 5), dtype="uint8"),
+        readonly_tensor,
+    ],
+    ids=["strided", "0-d", "zero-size", "read-only"],
+)
 def test_view_fills_a_non_owning_dltensor(make, live_counters):
     t = make()
     refs = sys.getrefcount(t)
@@ -345,6 +352,7 @@ def test_view_of_other_objects_sets_type_error():
 
 
 # ---- current_work_stream --------------------------------------------------------------
+
 
 def test_current_work_stream_for_cpu_is_null():
     stream = c_void_p(0xDEAD)

@@ -1,5 +1,6 @@
 """dl.from_dlpack through PyTorch's exchange table: every dtype and layout, lifetimes, the
 refusals PyTorch's own export makes, and subclasses."""
+
 import ctypes
 import gc
 import sys
@@ -7,10 +8,11 @@ from ctypes import POINTER, byref
 
 import numpy as np
 import pytest
-from forge import DLManagedTensorVersioned
 
 import dlinterop as dl
 from exchange_api.helpers import _KEEP, FROM_PY, table_address, table_of
+
+from forge import DLManagedTensorVersioned
 
 pytestmark = pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
 
@@ -20,9 +22,27 @@ def _torch():
 
 
 TORCH_DTYPES = [
-    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "float32", "float64", "bfloat16", "complex32", "complex64", "complex128",
-    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu",
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "bfloat16",
+    "complex32",
+    "complex64",
+    "complex128",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
     "float4_e2m1fn_x2",
 ]
 
@@ -129,9 +149,15 @@ def test_torch_subclass_publishing_only_the_1_2_int_spelling_uses_dlpack():
         calls.append(kwargs)
         return torch.Tensor.__dlpack__(self, **kwargs)
 
-    cls = type("IntSpelling", (torch.Tensor,), {
-        "__dlpack_c_exchange_api__": None, "__dlpack__": __dlpack__,
-        "__c_dlpack_exchange_api__": table_address(torch.Tensor)})
+    cls = type(
+        "IntSpelling",
+        (torch.Tensor,),
+        {
+            "__dlpack_c_exchange_api__": None,
+            "__dlpack__": __dlpack__,
+            "__c_dlpack_exchange_api__": table_address(torch.Tensor),
+        },
+    )
     _KEEP.append(cls)
     x = torch.arange(4.0).as_subclass(cls)
     assert dl.from_dlpack(x).data_ptr == x.data_ptr()
@@ -163,10 +189,14 @@ def torch_table_error(x):
     return info.value
 
 
-@pytest.mark.parametrize("make", [
-    lambda torch: torch.eye(3).to_sparse(),
-    lambda torch: torch.ones(3, device="meta"),
-], ids=["sparse", "meta"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda torch: torch.eye(3).to_sparse(),
+        lambda torch: torch.ones(3, device="meta"),
+    ],
+    ids=["sparse", "meta"],
+)
 def test_torch_table_error_gives_the_dlpack_error(make):
     # torch's table raises RuntimeError with a C++ stack trace for these; the import asks
     # __dlpack__ then, and raises what it raises (a one-line BufferError).

@@ -1,5 +1,6 @@
 """tvm-ffi both ways: it consumes dl.Tensors through dlinterop's table, dlinterop imports
 tvm-ffi tensors, and through tvm-ffi's table."""
+
 import numpy as np
 import pytest
 

@@ -1,8 +1,10 @@
-"""The Cython API (docs/cython.md): a downstream Cython extension, built here against the installed dlinterop
-(its .pxd files and dl.get_include()), cimports the public API and calls every entry point.
+"""The Cython API (docs/cython.md): a downstream Cython extension, built here against the installed
+dlinterop (its .pxd files and dl.get_include()), cimports the public API and calls every entry
+point.
 
 The consumer is compiled once per session. It is imported with RuntimeWarnings turned into
 errors, so a Tensor layout that no longer matches the .pxd fails instead of warning."""
+
 import gc
 import os
 import re
@@ -14,6 +16,7 @@ import numpy as np
 import pytest
 
 import dlinterop as dl
+
 from cython_build import build_extension, import_strictly, pxd_root
 
 CONSUMER = r'''
@@ -172,12 +175,17 @@ def test_public_pxd_files_ship_with_the_package():
 
 
 def test_consumer_imports_in_a_strict_interpreter(consumer_path):
-    code = ("import importlib.util, sys; "
-            "spec = importlib.util.spec_from_file_location('dl_consumer', sys.argv[1]); "
-            "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
-            "print(m.empty((2,), 2, 32).shape)")
-    out = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-c", code,
-                          consumer_path], capture_output=True, text=True)
+    code = (
+        "import importlib.util, sys; "
+        "spec = importlib.util.spec_from_file_location('dl_consumer', sys.argv[1]); "
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
+        "print(m.empty((2,), 2, 32).shape)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "error::RuntimeWarning", "-c", code, consumer_path],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "(2,)"
 
@@ -217,7 +225,7 @@ def test_a_view_is_a_tensor_to_the_cython_api(consumer):
     assert (ndim, shape, strides, address) == (2, (3, 2), (-2, 6), view.data_ptr)
     assert address == base.data_ptr + (6 + 5) * 4
     row = base[2]
-    consumer.fill_with_memoryview(row.view(1, 6), 10.0)       # a typed memoryview writes it
+    consumer.fill_with_memoryview(row.view(1, 6), 10.0)  # a typed memoryview writes it
     assert np.from_dlpack(base)[2].tolist() == [10, 11, 12, 13, 14, 15]
 
 
@@ -240,7 +248,7 @@ def test_tensor_from_managed_owns_the_block(consumer, readonly):
 
 
 def test_tensor_from_managed_honours_the_read_only_flag(consumer):
-    t = consumer.from_managed(2, False, 1)   # DLPACK_FLAG_BITMASK_READ_ONLY
+    t = consumer.from_managed(2, False, 1)  # DLPACK_FLAG_BITMASK_READ_ONLY
     assert t.readonly
 
 
@@ -286,8 +294,7 @@ def test_empty_tensor_rejects_an_unknown_dtype(consumer):
 
 
 def test_dtype_and_device_from_dl(consumer):
-    dt, dev, name, itemsize, bits, device_type = consumer.dtype_and_device(
-        dl.zeros(3, "float16"))
+    dt, dev, name, itemsize, bits, device_type = consumer.dtype_and_device(dl.zeros(3, "float16"))
     assert dt is dl.float16 and dev == "cpu:0"
     assert (name, itemsize, bits, device_type) == ("float16", 2, 16, 1)
 
@@ -323,12 +330,15 @@ def test_changed_class_layout_is_an_error(tmp_path):
         shutil.copy(os.path.join(pxd_root(), "dlinterop", name), stale / name)
     (stale / "__init__.pxd").write_text("")
     core = (stale / "_core.pxd").read_text()
-    body = core[core.index("cdef class Tensor:"):]
-    fields = [line for line in body.splitlines()[1:]
-              if re.match(r"\s+cdef (?!.*\()", line)]
-    core = core.replace(fields[-1] + "\n", "", 1)   # drop the last field of Tensor
+    body = core[core.index("cdef class Tensor:") :]
+    fields = [line for line in body.splitlines()[1:] if re.match(r"\s+cdef (?!.*\()", line)]
+    core = core.replace(fields[-1] + "\n", "", 1)  # drop the last field of Tensor
     (stale / "_core.pxd").write_text(core)
-    path = build_extension("from dlinterop.tensor cimport Tensor\n", "dl_stale",
-                           str(tmp_path), include_root=str(tmp_path / "pxd"))
+    path = build_extension(
+        "from dlinterop.tensor cimport Tensor\n",
+        "dl_stale",
+        str(tmp_path),
+        include_root=str(tmp_path / "pxd"),
+    )
     with pytest.raises(RuntimeWarning, match="size changed"):
         import_strictly("dl_stale", path)

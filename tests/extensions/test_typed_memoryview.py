@@ -2,6 +2,7 @@
 fly assigns `cdef float[:, ::1] v = t` and `cdef double[:, :] w = t`, reads and writes
 through them, and the writes land in the tensor's memory.
 """
+
 import importlib.util
 import subprocess
 import sys
@@ -66,19 +67,36 @@ MODULE_SOURCE = textwrap.dedent("""
 
 @pytest.fixture(scope="session")
 def memview_module(tmp_path_factory):
-    """Cythonize and compile the module once per session (about 2 s on an idle 2-core machine; -O0 keeps the C compile short)."""
+    """Cythonize and compile the module once per session (about 2 s on an idle 2-core
+    machine; -O0 keeps the C compile short)."""
     build = tmp_path_factory.mktemp("typed_memoryview")
     pyx = build / "dl_memview.pyx"
     pyx.write_text(MODULE_SOURCE)
     c_file = build / "dl_memview.c"
     so_file = build / ("dl_memview" + sysconfig.get_config_var("EXT_SUFFIX"))
-    subprocess.run([sys.executable, "-m", "cython", "-3", str(pyx), "-o", str(c_file)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "cython", "-3", str(pyx), "-o", str(c_file)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     compiler = (sysconfig.get_config_var("CC") or "cc").split()
     out = subprocess.run(
-        [*compiler, "-shared", "-fPIC", "-O0", "-w", "-I", sysconfig.get_paths()["include"],
-         str(c_file), "-o", str(so_file)],
-        capture_output=True, text=True)
+        [
+            *compiler,
+            "-shared",
+            "-fPIC",
+            "-O0",
+            "-w",
+            "-I",
+            sysconfig.get_paths()["include"],
+            str(c_file),
+            "-o",
+            str(so_file),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     spec = importlib.util.spec_from_file_location("dl_memview", so_file)
     module = importlib.util.module_from_spec(spec)
@@ -95,15 +113,15 @@ def test_float_c_contiguous_memoryview_reads_and_writes(memview_module):
 
 
 def test_double_strided_memoryview_over_a_transposed_slice(memview_module, dl_layout):
-    t, view = dl_layout("slice", dtype="float64")   # (2, 2, 3): take a 2-d strided piece
-    t2 = dl.from_dlpack(np.from_dlpack(t)[1].T)      # (3, 2), byte strides (8, 64)
+    t, view = dl_layout("slice", dtype="float64")  # (2, 2, 3): take a 2-d strided piece
+    t2 = dl.from_dlpack(np.from_dlpack(t)[1].T)  # (3, 2), byte strides (8, 64)
     expected_sum = float(view[1].sum())
     first = float(view[1, 0, 0])
     total, shape, strides, address = memview_module.add_one_f64(t2)
     assert total == expected_sum
     assert shape == (3, 2) and strides == (8, 64)
     assert address == t2.data_ptr
-    assert np.array_equal(np.from_dlpack(t2), view[1].T)   # written in place
+    assert np.array_equal(np.from_dlpack(t2), view[1].T)  # written in place
     assert view[1, 0, 0] == first + 1
 
 
@@ -122,7 +140,7 @@ def test_zero_size_tensor_in_memoryview(memview_module):
 
 def test_c_contiguous_memoryview_refuses_a_strided_tensor(memview_module, dl_layout):
     t, _ = dl_layout("transpose")
-    t2 = dl.from_dlpack(np.from_dlpack(t)[0])   # (2, 3) view of a transpose: not C order
+    t2 = dl.from_dlpack(np.from_dlpack(t)[0])  # (2, 3) view of a transpose: not C order
     with pytest.raises((BufferError, ValueError), match="contiguous"):
         memview_module.sum_and_double_f32(t2)
 

@@ -1,11 +1,11 @@
 """Fuzz dl.from_dlpack with arbitrary DLManagedTensor / DLManagedTensorVersioned contents.
 
 Each input is decoded into one forged DLPack capsule (tests/support/forge.py): any capsule name,
-version, flags, ndim, shape, strides, dtype, device, byte_offset and data pointer, handed
-over directly or through a producer, with or without copy=, device= or stream=. The harness
-checks every input against an independent model of dl.from_dlpack's rules (which inputs must be accepted,
-and which rejected with which exception) and then checks ownership: a rejected capsule keeps
-its name and its deleter runs exactly once when it is released; an accepted one's deleter
+version, flags, ndim, shape, strides, dtype, device, byte_offset and data pointer, handed over
+directly or through a producer, with or without copy=, device= or stream=. The harness checks
+every input against an independent model of dl.from_dlpack's rules (which inputs must be
+accepted, and which rejected with which exception) and then checks ownership: a rejected capsule
+keeps its name and its deleter runs exactly once when it is released; an accepted one's deleter
 runs exactly once when the Tensor dies; dl.memory_stats() returns to its baseline. Accepted
 tensors whose memory the harness allocated are also read (copy, NumPy, re-export).
 
@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "support"))  # for forge
 import numpy as np  # noqa: E402
 
 import dlinterop as dl  # noqa: E402
+
 import forge as forge_module  # noqa: E402
 from forge import CountingProducer, capsule_name, forge  # noqa: E402
 
@@ -37,25 +38,92 @@ INT64_MIN = -(2**63)
 UINT64_MAX = 2**64 - 1
 READABLE_LIMIT = 1 << 16  # bytes the harness allocates to back an accepted tensor
 
-VALID_DTYPES = [(0, 8, 1), (0, 16, 1), (0, 32, 1), (0, 64, 1),
-                (1, 8, 1), (1, 16, 1), (1, 32, 1), (1, 64, 1),
-                (2, 16, 1), (2, 32, 1), (2, 64, 1), (4, 16, 1),
-                (5, 32, 1), (5, 64, 1), (5, 128, 1), (6, 8, 1),
-                *((code, 8, 1) for code in range(7, 15)),
-                (15, 6, 1), (16, 6, 1), (17, 4, 1), (17, 4, 2),
-                (0, 1, 1), (0, 2, 1), (0, 4, 1), (1, 1, 1), (1, 2, 1), (1, 4, 1), (18, 32, 1)]
-NUMPY_CODES = {(0, 8, 1), (0, 16, 1), (0, 32, 1), (0, 64, 1), (1, 8, 1), (1, 16, 1),
-               (1, 32, 1), (1, 64, 1), (2, 16, 1), (2, 32, 1), (2, 64, 1), (5, 64, 1),
-               (5, 128, 1), (6, 8, 1)}
+VALID_DTYPES = [
+    (0, 8, 1),
+    (0, 16, 1),
+    (0, 32, 1),
+    (0, 64, 1),
+    (1, 8, 1),
+    (1, 16, 1),
+    (1, 32, 1),
+    (1, 64, 1),
+    (2, 16, 1),
+    (2, 32, 1),
+    (2, 64, 1),
+    (4, 16, 1),
+    (5, 32, 1),
+    (5, 64, 1),
+    (5, 128, 1),
+    (6, 8, 1),
+    *((code, 8, 1) for code in range(7, 15)),
+    (15, 6, 1),
+    (16, 6, 1),
+    (17, 4, 1),
+    (17, 4, 2),
+    (0, 1, 1),
+    (0, 2, 1),
+    (0, 4, 1),
+    (1, 1, 1),
+    (1, 2, 1),
+    (1, 4, 1),
+    (18, 32, 1),
+]
+NUMPY_CODES = {
+    (0, 8, 1),
+    (0, 16, 1),
+    (0, 32, 1),
+    (0, 64, 1),
+    (1, 8, 1),
+    (1, 16, 1),
+    (1, 32, 1),
+    (1, 64, 1),
+    (2, 16, 1),
+    (2, 32, 1),
+    (2, 64, 1),
+    (5, 64, 1),
+    (5, 128, 1),
+    (6, 8, 1),
+}
 KNOWN_DEVICES = {t for t in range(1, 22) if t not in (5, 6)}
-KNOWN_FLAGS = 0b111   # READ_ONLY, IS_COPIED, IS_SUBBYTE_TYPE_PADDED
-EXTREME_INTS = [0, 1, -1, 2, 2**31 - 1, -(2**31), 2**32, 2**40, 2**62, 2**62 - 1,
-                INT64_MAX, INT64_MIN, INT64_MAX - 1, -(2**62), 3, 7]
-FOREIGN_NAMES = ["used_dltensor", "used_dltensor_versioned", "", "dltensor_", "DLTENSOR",
-                 "datetime.datetime_CAPI", "dlpack_exchange_api", "numpy_array",
-                 "dltensor_versioned\x01"]
-ROUTES = ["capsule", "capsule-copy", "producer", "producer-copy", "producer-stream",
-          "capsule-device", "producer-device"]
+KNOWN_FLAGS = 0b111  # READ_ONLY, IS_COPIED, IS_SUBBYTE_TYPE_PADDED
+EXTREME_INTS = [
+    0,
+    1,
+    -1,
+    2,
+    2**31 - 1,
+    -(2**31),
+    2**32,
+    2**40,
+    2**62,
+    2**62 - 1,
+    INT64_MAX,
+    INT64_MIN,
+    INT64_MAX - 1,
+    -(2**62),
+    3,
+    7,
+]
+FOREIGN_NAMES = [
+    "used_dltensor",
+    "used_dltensor_versioned",
+    "",
+    "dltensor_",
+    "DLTENSOR",
+    "datetime.datetime_CAPI",
+    "dlpack_exchange_api",
+    "numpy_array",
+    "dltensor_versioned\x01",
+]
+ROUTES = [
+    "capsule",
+    "capsule-copy",
+    "producer",
+    "producer-copy",
+    "producer-stream",
+    "capsule-device",
+    "producer-device",
+]
 
 
 class ByteReader:
@@ -67,7 +135,7 @@ class ByteReader:
         self.pos = 0
 
     def uint(self, nbytes):
-        chunk = self.data[self.pos:self.pos + nbytes]
+        chunk = self.data[self.pos : self.pos + nbytes]
         self.pos += nbytes
         return int.from_bytes(chunk.ljust(nbytes, b"\0"), "little")
 
@@ -139,8 +207,13 @@ def decode(data):
     else:
         spec["device"] = (r.sint(4), r.sint(4))
     kind = r.below(16)
-    spec["byte_offset"] = (0 if kind < 8 else r.below(65) if kind < 13
-                           else r.pick([2**62, INT64_MAX, 2**63, UINT64_MAX]))
+    spec["byte_offset"] = (
+        0
+        if kind < 8
+        else r.below(65)
+        if kind < 13
+        else r.pick([2**62, INT64_MAX, 2**63, UINT64_MAX])
+    )
     spec["null_data"] = r.chance(1)
     spec["null_deleter"] = r.chance(1)
     spec["route"] = r.pick(ROUTES)
@@ -151,6 +224,7 @@ def decode(data):
 # --------------------------------------------------------------------------------------
 # The model: what from_dlpack must do with this capsule (validate before consuming)
 # --------------------------------------------------------------------------------------
+
 
 def expected_error(spec):
     """None if the capsule must be imported, else the exception class it must raise."""
@@ -226,8 +300,7 @@ def element_bounds(spec):
         # Packed: element i of a stride lies i * stride * bits bits from element 0.
         strides = spec["strides"][:ndim] + (0,) * (ndim - len(spec["strides"]))
         low = sum((d - 1) * s for d, s in zip(shape, strides) if s < 0) * bits // 8
-        high = (sum((d - 1) * s for d, s in zip(shape, strides) if s > 0) * bits
-                + bits - 1) // 8
+        high = (sum((d - 1) * s for d, s in zip(shape, strides) if s > 0) * bits + bits - 1) // 8
     else:
         strides = spec["strides"][:ndim] + (0,) * (ndim - len(spec["strides"]))
         low = sum((d - 1) * s for d, s in zip(shape, strides) if s < 0) * itemsize
@@ -254,10 +327,18 @@ def _build(spec):
     error = expected_error(spec)
     readable = False
     buffer = None
-    kwargs = dict(shape=spec["shape"], dtype=spec["dtype"], versioned=spec["versioned"],
-                  strides=spec["strides"], byte_offset=spec["byte_offset"],
-                  device=spec["device"], ndim=ndim, null_shape=spec["null_shape"],
-                  null_deleter=spec["null_deleter"], name=spec.get("name"))
+    kwargs = dict(
+        shape=spec["shape"],
+        dtype=spec["dtype"],
+        versioned=spec["versioned"],
+        strides=spec["strides"],
+        byte_offset=spec["byte_offset"],
+        device=spec["device"],
+        ndim=ndim,
+        null_shape=spec["null_shape"],
+        null_deleter=spec["null_deleter"],
+        name=spec.get("name"),
+    )
     if spec["versioned"]:
         kwargs.update(version=spec["version"], flags=spec["flags"])
     if spec["null_data"]:
@@ -312,14 +393,15 @@ def _exercise(t, spec, readable):
     t.strides, t.size, t.nbytes, t.is_contiguous(), t.readonly, t.__dlpack_device__()
     if not readable:
         return
-    repr(t)   # reads values (host memory), as NumPy's and torch's repr do
+    repr(t)  # reads values (host memory), as NumPy's and torch's repr do
     copied = t.copy()
-    if t.size:      # (an empty tensor's extents can be huge: its tolist would be too)
+    if t.size:  # (an empty tensor's extents can be huge: its tolist would be too)
         assert copied.tolist() == t.tolist()
     if padded(spec):
         assert t.is_copied and t.is_contiguous()
-    if (tuple(spec["dtype"]) in NUMPY_CODES
-            and math.prod(d for d in t.shape if d) < 2**31):  # NumPy refuses more, even empty
+    if (
+        tuple(spec["dtype"]) in NUMPY_CODES and math.prod(d for d in t.shape if d) < 2**31
+    ):  # NumPy refuses more, even empty
         np.testing.assert_array_equal(np.asarray(copied), np.from_dlpack(t))
     try:
         capsule = t.__dlpack__(max_version=spec["max_version"])
@@ -431,8 +513,11 @@ def replay(paths):
     """Runs every file under `paths` (files or folders); returns how many ran."""
     count = 0
     for path in paths:
-        files = ([os.path.join(path, n) for n in sorted(os.listdir(path))]
-                 if os.path.isdir(path) else [path])
+        files = (
+            [os.path.join(path, n) for n in sorted(os.listdir(path))]
+            if os.path.isdir(path)
+            else [path]
+        )
         for name in files:
             with open(name, "rb") as handle:
                 check_one(handle.read())

@@ -1,6 +1,7 @@
 """GPU benchmarks for tests/gpu/run.sh: ns per exchange beside CuPy's own, and copy
 bandwidth from pinned memory beside a plain cudaMemcpy (through CuPy's runtime binding).
 Medians of interleaved repeats; ratios are what to read."""
+
 import statistics
 import time
 
@@ -23,13 +24,21 @@ def main():
     t = dl.zeros((1024,), device="cuda")
     a = cupy.zeros((1024,), dtype=cupy.float32)
     rows = [
-        ("export t.__dlpack__(stream=-1) vs cupy a.__dlpack__(stream=-1)",
-         lambda: t.__dlpack__(stream=-1, max_version=(1, 3)),
-         lambda: a.__dlpack__(stream=-1, max_version=(1, 3))),
-        ("cupy.from_dlpack(t) vs cupy.from_dlpack(a)",
-         lambda: cupy.from_dlpack(t), lambda: cupy.from_dlpack(a)),
-        ("dl.from_dlpack(a) vs cupy.from_dlpack(a)",
-         lambda: dl.from_dlpack(a), lambda: cupy.from_dlpack(a)),
+        (
+            "export t.__dlpack__(stream=-1) vs cupy a.__dlpack__(stream=-1)",
+            lambda: t.__dlpack__(stream=-1, max_version=(1, 3)),
+            lambda: a.__dlpack__(stream=-1, max_version=(1, 3)),
+        ),
+        (
+            "cupy.from_dlpack(t) vs cupy.from_dlpack(a)",
+            lambda: cupy.from_dlpack(t),
+            lambda: cupy.from_dlpack(a),
+        ),
+        (
+            "dl.from_dlpack(a) vs cupy.from_dlpack(a)",
+            lambda: dl.from_dlpack(a),
+            lambda: cupy.from_dlpack(a),
+        ),
     ]
     print(f"{'exchange':64s} {'dlinterop':>10s} {'cupy':>10s} {'ratio':>6s}")
     for name, ours, theirs in rows:
@@ -54,10 +63,12 @@ def main():
 
     h2d = gbps(lambda: pinned.to("cuda"))
     d2h = gbps(lambda: device.to("cuda_host"))
-    raw_h2d = gbps(lambda: runtime.memcpy(device.data_ptr, pinned.data_ptr, nbytes,
-                                          runtime.memcpyHostToDevice))
-    raw_d2h = gbps(lambda: runtime.memcpy(pinned.data_ptr, device.data_ptr, nbytes,
-                                          runtime.memcpyDeviceToHost))
+    raw_h2d = gbps(
+        lambda: runtime.memcpy(device.data_ptr, pinned.data_ptr, nbytes, runtime.memcpyHostToDevice)
+    )
+    raw_d2h = gbps(
+        lambda: runtime.memcpy(pinned.data_ptr, device.data_ptr, nbytes, runtime.memcpyDeviceToHost)
+    )
     print(f"H2D from pinned: dlinterop {h2d:.1f} GB/s, cudaMemcpy {raw_h2d:.1f} GB/s")
     print(f"D2H to pinned:   dlinterop {d2h:.1f} GB/s, cudaMemcpy {raw_d2h:.1f} GB/s")
 

@@ -1,4 +1,5 @@
 """GPU tests: run by tests/gpu/run.sh on a machine with a CUDA GPU; skipped elsewhere."""
+
 import gc
 import time
 
@@ -119,7 +120,7 @@ def test_consumer_stream_waits_for_producer_work(torch):
     n = 1 << 26
     a = dl.cuda.Stream()
     with a:
-        t = dl.full((n,), 3.0, "float32", device="cuda")   # long fill pending on A
+        t = dl.full((n,), 3.0, "float32", device="cuda")  # long fill pending on A
         for _ in range(5):
             t = t.copy()
     b = torch.cuda.Stream()
@@ -194,17 +195,18 @@ def test_import_inside_a_stream_context_passes_that_stream(torch):
 
 # ---- the way out on CUDA (dlinterop.frameworks) -------------------------------------------
 
+
 def test_empty_like_cuda_torch_uses_torchs_caching_allocator(torch):
     x = torch.ones(4, 4, device="cuda")
     before = stats("cuda")
     reserved = torch.cuda.memory_allocated()
     t = dl.zeros_like(x, shape=(1024, 1024))
-    assert stats("cuda") == before                         # not dlinterop's allocator
+    assert stats("cuda") == before  # not dlinterop's allocator
     assert torch.cuda.memory_allocated() >= reserved + 4 * 1024 * 1024
     assert t.device == "cuda:0"
     y = dl.to_framework(t, like=x)
     assert type(y) is torch.Tensor and y.is_cuda and y.data_ptr() == t.data_ptr
-    assert int(torch.count_nonzero(y)) == 0                # the zero fill is ordered first
+    assert int(torch.count_nonzero(y)) == 0  # the zero fill is ordered first
 
 
 def test_to_framework_cuda_orders_dlinterops_work_before_torchs_stream(torch):
@@ -234,15 +236,17 @@ def test_empty_like_cuda_cupy_uses_dlinterops_allocator(cupy):
 
 # ---- CUDA Tensors across processes (CUDA IPC) ----------------------------------------------
 
+
 def _send_to_child(t):
     """Runs mp_workers.cuda_add_one on `t` in a spawned child; returns what it saw."""
     import concurrent.futures
     import multiprocessing
 
-    import mp_workers   # tests/support/, on pytest's pythonpath: a spawned child imports it by name
+    import mp_workers  # tests/support/, on pytest's pythonpath: a spawned child imports it by name
 
     with concurrent.futures.ProcessPoolExecutor(
-            1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        1, mp_context=multiprocessing.get_context("spawn")
+    ) as pool:
         return pool.submit(mp_workers.cuda_add_one, t).result(timeout=120)
 
 
@@ -253,24 +257,24 @@ def test_shared_cuda_tensor_crosses_to_a_spawned_child_without_a_copy(dtype):
     t = dl.full((4, 8), 2, dtype, device="cuda", shared=True)
     assert t.is_shared and dl.share(t) is t
     assert _send_to_child(t) == 3
-    assert _raw(t.to("cpu")) == _raw(dl.full((4, 8), 3, dtype))   # the parent's memory changed
+    assert _raw(t.to("cpu")) == _raw(dl.full((4, 8), 3, dtype))  # the parent's memory changed
     # The child let go: the sender's bookkeeping lets the Tensor go at the next send.
     _multiprocessing._release_received()
     assert all(entry[0] is not t for entry in _multiprocessing._cuda_sent)
 
 
 def test_pool_cuda_tensor_crosses_as_a_device_copy():
-    t = dl.full((16,), 5.0, device="cuda")        # the stream-ordered pool: no IPC handle
+    t = dl.full((16,), 5.0, device="cuda")  # the stream-ordered pool: no IPC handle
     assert not t.is_shared
-    assert _send_to_child(t) == 6                 # the child saw the values...
-    assert _raw(t.to("cpu")) == _raw(dl.full((16,), 5.0))   # ...of a copy
+    assert _send_to_child(t) == 6  # the child saw the values...
+    assert _raw(t.to("cpu")) == _raw(dl.full((16,), 5.0))  # ...of a copy
 
 
 def test_torch_cuda_tensor_crosses_without_a_copy(torch):
     x = torch.full((8,), 1.0, device="cuda")
     t = dl.from_dlpack(x)
     assert _send_to_child(t) == 2
-    assert x.tolist() == [2.0] * 8                # torch's own memory, written by the child
+    assert x.tolist() == [2.0] * 8  # torch's own memory, written by the child
 
 
 def test_dl_share_of_a_cuda_tensor_is_ipc_memory():
@@ -283,11 +287,21 @@ def test_crafted_cuda_handle_is_an_error():
     from dlinterop import _core
 
     with pytest.raises(dl.cuda.CUDAError):
-        _core._tensor_from_cuda_ipc(b"\0" * 64, 0, 0, b"\0" * 64, (4,), (1,), (2, 32, 1),
-                                    False, dl.zeros((1,), "int64", shared=True))
+        _core._tensor_from_cuda_ipc(
+            b"\0" * 64,
+            0,
+            0,
+            b"\0" * 64,
+            (4,),
+            (1,),
+            (2, 32, 1),
+            False,
+            dl.zeros((1,), "int64", shared=True),
+        )
 
 
 # -- Dask: the cuda family (UCX's, device to device) and the dask family (TCP) -------------
+
 
 @pytest.fixture
 def dask_protocol():
@@ -296,26 +310,28 @@ def dask_protocol():
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8", "complex128"])
 def test_dask_cuda_family_frames_stay_on_the_device(dask_protocol, dtype):
-    t = dl.full((4, 6), 2, dtype, device="cuda")[:, ::2]       # not C order: copied on the device
+    t = dl.full((4, 6), 2, dtype, device="cuda")[:, ::2]  # not C order: copied on the device
     header, frames = dask_protocol.serialize(t, serializers=["cuda"])
     assert header["serializer"] == "cuda"
     (frame,) = frames
-    assert frame.device == t.device                             # a device frame, no host copy
+    assert frame.device == t.device  # a device frame, no host copy
     back = dask_protocol.deserialize(header, frames, deserializers=["cuda"])
     assert back.device == t.device and back.shape == (4, 3) and back.dtype == t.dtype
-    assert back.to("cpu").__reduce_ex__(5)[1][0].raw().tobytes() == \
-        t.to("cpu").__reduce_ex__(5)[1][0].raw().tobytes()
+    assert (
+        back.to("cpu").__reduce_ex__(5)[1][0].raw().tobytes()
+        == t.to("cpu").__reduce_ex__(5)[1][0].raw().tobytes()
+    )
 
 
-@pytest.mark.parametrize("shape", [[1000], [2 ** 40], [5]])
+@pytest.mark.parametrize("shape", [[1000], [2**40], [5]])
 def test_dask_cuda_family_checks_the_header_against_the_device_frame(dask_protocol, shape):
     # Regression: an empty device frame gave an uninitialised Tensor of whatever shape the
     # header named (or an allocation of that size).
-    header, _frames = dask_protocol.serialize(dl.zeros((4,), "float32", device="cuda"),
-                                              serializers=["cuda"])
+    header, _frames = dask_protocol.serialize(
+        dl.zeros((4,), "float32", device="cuda"), serializers=["cuda"]
+    )
     crafted = dict(header, **{"sub-header": dict(header["sub-header"], shape=shape)})
-    for frame in (dl.empty((0,), "uint8", device="cuda"), dl.zeros((16,), "uint8",
-                                                                    device="cuda")):
+    for frame in (dl.empty((0,), "uint8", device="cuda"), dl.zeros((16,), "uint8", device="cuda")):
         with pytest.raises(ValueError, match="bytes do not hold"):
             dask_protocol.deserialize(crafted, [frame], deserializers=["cuda"])
 
@@ -323,7 +339,7 @@ def test_dask_cuda_family_checks_the_header_against_the_device_frame(dask_protoc
 def test_dask_cuda_family_takes_a_cupy_frame(dask_protocol, cupy):
     t = dl.full((3, 5), 7, "int32", device="cuda")
     header, (frame,) = dask_protocol.serialize(t, serializers=["cuda"])
-    as_cupy = cupy.asarray(frame)                               # what UCX may hand over
+    as_cupy = cupy.asarray(frame)  # what UCX may hand over
     back = dask_protocol.deserialize(header, [as_cupy], deserializers=["cuda"])
     assert back.shape == (3, 5) and cupy.asarray(back).sum().item() == 7 * 15
 

@@ -1,6 +1,7 @@
 """The way out (dlinterop.frameworks): outputs allocated by the caller's framework and
 handed back as its own type, borrowed views of inputs, argument checks; at Python level and
 at C level (the example downstream kernels, compiled here against the installed dlinterop)."""
+
 import gc
 import os
 import re
@@ -14,8 +15,9 @@ import dlinterop as dl
 import dlinterop.frameworks as fw
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-KERNELS = os.path.join(REPO, "examples", "downstream", "src", "dlinterop_downstream",
-                       "_kernels.pyx")
+KERNELS = os.path.join(
+    REPO, "examples", "downstream", "src", "dlinterop_downstream", "_kernels.pyx"
+)
 
 try:
     import torch
@@ -31,6 +33,7 @@ def live_buffers():
 
 # ---- empty_like / zeros_like -------------------------------------------------------------
 
+
 def test_empty_like_numpy_uses_dlinterops_allocator():
     a = np.arange(6.0).reshape(2, 3)
     before = live_buffers()
@@ -45,17 +48,17 @@ def test_empty_like_numpy_uses_dlinterops_allocator():
 
 @needs_torch
 def test_empty_like_torch_uses_torchs_allocator():
-    x = torch.arange(6.0).reshape(3, 2).t()   # transposed input: the output is C-order
+    x = torch.arange(6.0).reshape(3, 2).t()  # transposed input: the output is C-order
     before = live_buffers()
     t = dl.empty_like(x)
-    assert live_buffers() == before      # not dlinterop's memory: torch's
+    assert live_buffers() == before  # not dlinterop's memory: torch's
     assert t.shape == (2, 3) and t.strides == (3, 1) and t.dtype == dl.float32
     y = dl.to_framework(t, like=x)
     assert type(y) is torch.Tensor and y.data_ptr() == t.data_ptr
     assert y.shape == (2, 3) and y.stride() == (3, 1)
     del t
     gc.collect()
-    y.fill_(2.5)      # the memory outlives the dl.Tensor: the torch tensor holds it
+    y.fill_(2.5)  # the memory outlives the dl.Tensor: the torch tensor holds it
     assert float(y.sum()) == 15.0
 
 
@@ -63,9 +66,11 @@ def test_empty_like_torch_uses_torchs_allocator():
 def test_zeros_like_overrides_shape_and_dtype(make):
     if make == "torch" and torch is None:
         pytest.skip("PyTorch not installed")
-    x = {"numpy": lambda: np.ones((4, 4), np.float32),
-         "torch": lambda: torch.ones(4, 4),
-         "dlinterop": lambda: dl.full((4, 4), 1.0, "float32")}[make]()
+    x = {
+        "numpy": lambda: np.ones((4, 4), np.float32),
+        "torch": lambda: torch.ones(4, 4),
+        "dlinterop": lambda: dl.full((4, 4), 1.0, "float32"),
+    }[make]()
     z = dl.zeros_like(x, shape=(2, 5), dtype="int16")
     assert z.shape == (2, 5) and z.dtype == dl.int16
     back = dl.to_framework(z, like=x)
@@ -106,6 +111,7 @@ def test_torch_allocator_refusal_is_a_clear_exception():
 
 
 # ---- to_framework ---------------------------------------------------------------------
+
 
 def test_to_framework_numpy_by_instance_type_module_and_name():
     t = dl.full((2, 3), 4.0, "float32")
@@ -169,15 +175,16 @@ def _read_only_tensor():
 def test_to_framework_torch_refuses_read_only_memory(like):
     # Regression: torch has no read-only tensors, and the hand-back gave a writable one over
     # a read-only NumPy array (or an immutable bytes object).
-    like = {"instance": torch.zeros(1), "type": torch.Tensor, "module": torch,
-            "name": "torch"}[like]
+    like = {"instance": torch.zeros(1), "type": torch.Tensor, "module": torch, "name": "torch"}[
+        like
+    ]
     a, t = _read_only_tensor()
     for copy in (None, False):
         with pytest.raises(BufferError, match="read-only.*copy=True"):
             dl.to_framework(t, like=like, copy=copy)
     y = dl.to_framework(t, like=like, copy=True)
     assert type(y) is torch.Tensor and y.data_ptr() != a.ctypes.data
-    y += 1     # a writable copy; the source is untouched
+    y += 1  # a writable copy; the source is untouched
     assert a.tolist() == [0.0, 1.0, 2.0, 3.0] and y.tolist() == [1.0, 2.0, 3.0, 4.0]
 
 
@@ -227,13 +234,14 @@ def test_to_framework_keeps_memory_alive():
 # NumPy route is built and its probes pass; otherwise np.from_dlpack does. Both must give
 # what np.from_dlpack(t) gives.
 
+
 @pytest.fixture(params=["native", "np.from_dlpack"])
 def numpy_handback(request):
     native = request.param == "native"
     if native and not dl.build_info()["numpy_route_built"]:
         pytest.skip("built without NumPy's headers: there is no native hand-back")
     previous = dl._core._set_numpy_route(native)
-    dl.to_framework(dl.zeros(1), like=np)    # decides the hand-back again
+    dl.to_framework(dl.zeros(1), like=np)  # decides the hand-back again
     assert dl._core._numpy_handback() is native
     yield native
     dl._core._set_numpy_route(previous)
@@ -243,11 +251,34 @@ def _handback_cases():
     base = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)
     frozen = np.arange(6, dtype=np.int32)
     frozen.flags.writeable = False
-    cases = [base, base[:, ::2, 1:], base.transpose(2, 0, 1), base[::-1, :, ::-2],
-             base[:0], base[1, 2, 3, ...], frozen, np.zeros((3, 0, 2), np.uint8)]
-    cases += [np.arange(6).astype(t).reshape(2, 3)[:, ::-1] for t in (
-        np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
-        np.uint64, np.float16, np.float32, np.complex64, np.complex128)]
+    cases = [
+        base,
+        base[:, ::2, 1:],
+        base.transpose(2, 0, 1),
+        base[::-1, :, ::-2],
+        base[:0],
+        base[1, 2, 3, ...],
+        frozen,
+        np.zeros((3, 0, 2), np.uint8),
+    ]
+    cases += [
+        np.arange(6).astype(t).reshape(2, 3)[:, ::-1]
+        for t in (
+            np.bool_,
+            np.int8,
+            np.int16,
+            np.int32,
+            np.int64,
+            np.uint8,
+            np.uint16,
+            np.uint32,
+            np.uint64,
+            np.float16,
+            np.float32,
+            np.complex64,
+            np.complex128,
+        )
+    ]
     return cases
 
 
@@ -262,7 +293,7 @@ def test_to_framework_numpy_is_what_np_from_dlpack_makes(numpy_handback, case):
     assert ours.__dlpack_device__() == theirs.__dlpack_device__()
     np.testing.assert_array_equal(ours, theirs)
     if numpy_handback:
-        assert ours.base is t            # the Tensor keeps the memory alive, no capsule
+        assert ours.base is t  # the Tensor keeps the memory alive, no capsule
     else:
         assert type(ours.base).__name__ == "PyCapsule"
 
@@ -288,7 +319,7 @@ def test_to_framework_numpy_native_keeps_the_tensor_alive(numpy_handback):
     t = dl.full((1000,), 7.0, "float64")
     before = sys.getrefcount(t)
     b = dl.to_framework(t, like=np)
-    assert sys.getrefcount(t) == before + 1      # the array's base, or its capsule's export
+    assert sys.getrefcount(t) == before + 1  # the array's base, or its capsule's export
     del b
     assert sys.getrefcount(t) == before
     b = dl.to_framework(t, like=np)
@@ -297,13 +328,16 @@ def test_to_framework_numpy_native_keeps_the_tensor_alive(numpy_handback):
     assert b.sum() == 7000.0
 
 
-@pytest.mark.parametrize("like, error, match", [
-    ("no_such_framework_here", TypeError, "no such framework"),
-    (3, TypeError, "has no from_dlpack"),
-    (str, TypeError, "like= must be"),
-    (type, TypeError, "like= must be"),
-    (sys, TypeError, "has no from_dlpack"),
-])
+@pytest.mark.parametrize(
+    "like, error, match",
+    [
+        ("no_such_framework_here", TypeError, "no such framework"),
+        (3, TypeError, "has no from_dlpack"),
+        (str, TypeError, "like= must be"),
+        (type, TypeError, "like= must be"),
+        (sys, TypeError, "has no from_dlpack"),
+    ],
+)
 def test_to_framework_rejects_what_it_cannot_make(like, error, match):
     with pytest.raises(error, match=match):
         dl.to_framework(dl.zeros(2), like=like)
@@ -324,6 +358,7 @@ def test_to_framework_torch_round_trips_many_times_without_leaks():
 
 
 # ---- borrowed views and argument checks -----------------------------------------------
+
 
 def test_borrow_routes():
     assert fw._borrow_routes(dl.zeros((2, 2))) == ("tensor", (2, 2), False)
@@ -348,12 +383,15 @@ def test_borrow_routes():
 
 def test_check_tensor_names_the_argument():
     a = np.zeros((3, 4), np.float32)
-    t = dl.check_tensor(a, "weights", dtype="float32", ndim=2, device="cpu",
-                        c_contiguous=True, writable=True)
+    t = dl.check_tensor(
+        a, "weights", dtype="float32", ndim=2, device="cpu", c_contiguous=True, writable=True
+    )
     assert isinstance(t, dl.Tensor) and t.data_ptr == a.ctypes.data
     with pytest.raises(TypeError, match="weights: expected dtype float64, got float32"):
         dl.check_tensor(a, "weights", dtype="float64")
-    with pytest.raises(ValueError, match=r"weights: expected 3 dimensions, got 2 \(shape \(3, 4\)\)"):
+    with pytest.raises(
+        ValueError, match=r"weights: expected 3 dimensions, got 2 \(shape \(3, 4\)\)"
+    ):
         dl.check_tensor(a, "weights", ndim=3)
     with pytest.raises(ValueError, match="weights: expected a tensor on cuda"):
         dl.check_tensor(a, "weights", device="cuda")
@@ -363,7 +401,7 @@ def test_check_tensor_names_the_argument():
     ro.flags.writeable = False
     with pytest.raises(BufferError, match="weights: expected writable memory"):
         dl.check_tensor(ro, "weights", writable=True)
-    dl.check_tensor(ro, "weights")   # read-only is fine when writing is not asked for
+    dl.check_tensor(ro, "weights")  # read-only is fine when writing is not asked for
     # Size-0 and size-1 dimensions do not break C-contiguity, as in NumPy.
     dl.check_tensor(np.zeros((0, 3))[:, ::2], "e", c_contiguous=True)
     dl.check_tensor(np.zeros((3, 1))[::1, :], "o", c_contiguous=True)
@@ -372,6 +410,7 @@ def test_check_tensor_names_the_argument():
 
 
 # ---- C level: the example downstream kernels ---------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory):
@@ -402,7 +441,7 @@ def test_kernel_returns_torch_for_torch(kernels):
     out = kernels.scaled(x, 3.0)
     assert type(out) is torch.Tensor
     assert torch.equal(out, x * 3)
-    assert live_buffers() == before     # the output was allocated by torch
+    assert live_buffers() == before  # the output was allocated by torch
     z = kernels.zeros_as(x, (4, 2))
     assert type(z) is torch.Tensor and z.shape == (4, 2) and not z.any()
     assert kernels.fill_(x, 1.5) is x and bool((x == 1.5).all())
@@ -417,8 +456,8 @@ def test_kernel_argument_errors_name_the_argument(kernels):
     ro.flags.writeable = False
     with pytest.raises(BufferError, match="x: expected writable memory"):
         kernels.fill_(ro, 9.0)
-    np.testing.assert_array_equal(ro, np.ones(4, np.float32))    # never written
-    out = kernels.scaled(ro, 2.0)     # reading a read-only input is fine
+    np.testing.assert_array_equal(ro, np.ones(4, np.float32))  # never written
+    out = kernels.scaled(ro, 2.0)  # reading a read-only input is fine
     np.testing.assert_array_equal(out, np.full(4, 2.0, np.float32))
     np.testing.assert_array_equal(ro, np.ones(4, np.float32))
 

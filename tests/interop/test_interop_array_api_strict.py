@@ -5,6 +5,7 @@ keywords, lifetimes and read-only memory.
 array-api-strict hides its NumPy array; the address of element 0 is read through
 np.from_dlpack, which itself shares memory.
 """
+
 import pytest
 
 import dlinterop as dl
@@ -12,8 +13,21 @@ import dlinterop as dl
 np = pytest.importorskip("numpy")
 xp = pytest.importorskip("array_api_strict")
 
-XP_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-             "uint64", "float32", "float64", "complex64", "complex128"]
+XP_DTYPES = [
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+]
 
 
 def pointer(x):
@@ -33,6 +47,7 @@ def xp_source(name, shape=(2, 3)):
 
 
 # -- dtypes -----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", XP_DTYPES)
 def test_xp_to_dl_every_dtype_zero_copy(name):
@@ -77,6 +92,7 @@ def test_dl_to_xp_types_outside_the_standard_are_refused(name):
 
 # -- layouts ----------------------------------------------------------------------------
 
+
 def _xp_layouts():
     base = xp.reshape(xp.arange(24, dtype=xp.float32), (2, 3, 4))
     return {
@@ -107,10 +123,22 @@ def test_xp_to_dl_every_layout_zero_copy(layout):
     assert t.readonly == (layout == "zero_strides")
 
 
-@pytest.mark.parametrize("layout", ["0d", "zero_size_(0,)", "zero_size_(3,0)",
-                                    "zero_size_(2,0,1)", "size1_odd_strides", "32_dims",
-                                    "slice", "transpose", "zero_strides", "offset_view",
-                                    "negative_strides"])
+@pytest.mark.parametrize(
+    "layout",
+    [
+        "0d",
+        "zero_size_(0,)",
+        "zero_size_(3,0)",
+        "zero_size_(2,0,1)",
+        "size1_odd_strides",
+        "32_dims",
+        "slice",
+        "transpose",
+        "zero_strides",
+        "offset_view",
+        "negative_strides",
+    ],
+)
 def test_dl_to_xp_every_layout_zero_copy(dl_layout, layout):
     t, view = dl_layout(layout)
     y = xp.from_dlpack(t)
@@ -120,6 +148,7 @@ def test_dl_to_xp_every_layout_zero_copy(dl_layout, layout):
 
 
 # -- from_dlpack keywords ---------------------------------------------------------------
+
 
 def test_xp_from_dlpack_copy_keyword():
     t = dl.full((2, 3), 1.0)
@@ -145,6 +174,7 @@ def test_dl_from_dlpack_copy_keyword_on_xp_array():
 
 
 # -- lifetimes --------------------------------------------------------------------------
+
 
 def test_xp_producer_deleted_before_dl_consumer():
     x = xp.arange(1000, dtype=xp.float64)
@@ -183,6 +213,7 @@ def test_xp_consumer_deleted_before_dl_producer(live_counters):
 
 
 # -- read-only --------------------------------------------------------------------------
+
 
 def test_read_only_dl_tensor_gives_read_only_xp_array():
     x = xp.broadcast_to(xp.asarray([1.0, 2.0]), (3, 2))

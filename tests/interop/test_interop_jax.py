@@ -11,6 +11,7 @@ strides that are not a permutation of a compact layout. Those refusals are JAX's
 pin JAX's own error and show dlinterop did not crash or leak (the conftest leak check runs
 after every test).
 """
+
 import pickle
 
 import pytest
@@ -27,11 +28,31 @@ jax_dlpack = pytest.importorskip("jax.dlpack")
 JaxRuntimeError = jax.errors.JaxRuntimeError
 
 # Every DLPack type JAX arrays can hold on the CPU, both ways.
-JAX_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-              "uint64", "float16", "float32", "float64", "bfloat16", "complex64",
-              "complex128", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz",
-              "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
-              "float8_e8m0fnu"]
+JAX_DTYPES = [
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "bfloat16",
+    "complex64",
+    "complex128",
+    "float8_e3m4",
+    "float8_e4m3",
+    "float8_e4m3b11fnuz",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+]
 
 
 def tensor_bytes(t):
@@ -50,7 +71,7 @@ def jax_source(name, shape=(2, 3)):
     else:
         raw = (np.arange(6 * npdt.itemsize) * 37 % 251).astype(np.uint8)
         if name == "float8_e8m0fnu":
-            raw[raw == 0xFF] = 0x7F   # 0xFF is its NaN; keep comparisons exact
+            raw[raw == 0xFF] = 0x7F  # 0xFF is its NaN; keep comparisons exact
         host = raw.view(npdt).reshape(shape)
     return jnp.asarray(host)
 
@@ -84,8 +105,11 @@ JAX_VERSIONED = _jax_speaks_versioned()
 
 
 def test_jax_sends_the_capsule_kind_it_asks_for():
-    capsule = jnp.arange(3.0).__dlpack__(max_version=(1, 3)) if JAX_VERSIONED else (
-        jnp.arange(3.0).__dlpack__())
+    capsule = (
+        jnp.arange(3.0).__dlpack__(max_version=(1, 3))
+        if JAX_VERSIONED
+        else (jnp.arange(3.0).__dlpack__())
+    )
     assert dl.from_dlpack(capsule).readonly_reason == ("flag" if JAX_VERSIONED else "legacy")
 
 
@@ -96,12 +120,15 @@ def test_x64_is_enabled():
 
 # -- dtypes -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", JAX_DTYPES + ["float4_e2m1fn"])
 def test_jax_to_dl_every_dtype_zero_copy_read_only(name):
     if name == "float4_e2m1fn":
         codes = np.array([1, 2, 3, 4, 5, 6], dtype=np.uint8)
         x = jnp.asarray(codes.view(ml_dtypes.float4_e2m1fn))
-        expected = bytes([0x21, 0x43, 0x65])   # packed, low nibble first (DLPack: sub-byte data is little bit-endian)
+        expected = bytes(
+            [0x21, 0x43, 0x65]
+        )  # packed, low nibble first (DLPack: sub-byte data is little bit-endian)
     else:
         x = jax_source(name)
         expected = np.asarray(x).tobytes()
@@ -109,7 +136,7 @@ def test_jax_to_dl_every_dtype_zero_copy_read_only(name):
     assert t.dtype == name
     assert t.shape == x.shape
     assert t.data_ptr == pointer(x)
-    assert t.readonly   # JAX arrays are immutable (and a legacy capsule could not say)
+    assert t.readonly  # JAX arrays are immutable (and a legacy capsule could not say)
     assert tensor_bytes(t) == expected
 
 
@@ -119,41 +146,48 @@ def test_dl_to_jax_every_dtype_zero_copy(name):
     y = jax_dlpack.from_dlpack(t)
     assert y.dtype == dl.dtype(name).to_numpy()
     assert y.shape == (2, 3)
-    assert pointer(y) == t.data_ptr   # 256-byte aligned: XLA takes it as is
+    assert pointer(y) == t.data_ptr  # 256-byte aligned: XLA takes it as is
     expected = np.full((2, 3), True if name == "bool" else 1.0, dtype=dl.dtype(name).to_numpy())
     assert np.asarray(y).tobytes() == expected.tobytes() == tensor_bytes(t)
 
 
-@pytest.mark.parametrize("name, message", [
-    ("float6_e2m3fn", "invalid DLPack type code 15"),
-    ("float6_e3m2fn", "invalid DLPack type code 16"),
-])
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("float6_e2m3fn", "invalid DLPack type code 15"),
+        ("float6_e3m2fn", "invalid DLPack type code 16"),
+    ],
+)
 def test_dl_to_jax_float6_types_are_refused_by_jax(name, message):
     t = dl.full((6,), 1.0, dtype=name)
     with pytest.raises(JaxRuntimeError, match=message):
         jax_dlpack.from_dlpack(t)
-    assert t.nbytes == (6 * t.dtype.bits + 7) // 8   # still intact
+    assert t.nbytes == (6 * t.dtype.bits + 7) // 8  # still intact
 
 
 def test_dl_to_jax_packed_float4_is_taken_right_or_refused_by_jax():
     # Some JAX versions import packed float4 (two to a byte), others refuse its layout.
     codes = np.array([1, 2, 3, 4, 5, 6], dtype=np.uint8)
     values = codes.view(ml_dtypes.float4_e2m1fn)
-    t = dl.from_dlpack(jnp.asarray(values)).copy()   # packed, writable, dl's memory
+    t = dl.from_dlpack(jnp.asarray(values)).copy()  # packed, writable, dl's memory
     try:
         y = jax_dlpack.from_dlpack(t)
     except JaxRuntimeError as e:
-        assert "layout" in str(e)   # "only support default layout", "Unsupported layout"
+        assert "layout" in str(e)  # "only support default layout", "Unsupported layout"
     else:
         assert y.dtype == values.dtype
         assert np.asarray(y).view(np.uint8).tolist() == codes.tolist()
-    assert tensor_bytes(t) == bytes([0x21, 0x43, 0x65])   # still intact
+    assert tensor_bytes(t) == bytes([0x21, 0x43, 0x65])  # still intact
 
 
 # -- layouts ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("shape", [(), (0,), (3, 0), (2, 0, 1), (2,) + (1,) * 31],
-                         ids=["0d", "(0,)", "(3,0)", "(2,0,1)", "32_dims"])
+
+@pytest.mark.parametrize(
+    "shape",
+    [(), (0,), (3, 0), (2, 0, 1), (2,) + (1,) * 31],
+    ids=["0d", "(0,)", "(3,0)", "(2,0,1)", "32_dims"],
+)
 def test_jax_to_dl_shapes(shape):
     x = jnp.arange(int(np.prod(shape)), dtype=jnp.float64).reshape(shape)
     t = dl.from_dlpack(x)
@@ -170,8 +204,11 @@ def test_jax_transposed_array_is_exported_compact():
     assert np.array_equal(np.from_dlpack(t), np.asarray(x))
 
 
-@pytest.mark.parametrize("shape", [(), (0,), (3, 0), (2, 0, 1), (2,) + (1,) * 31, (3, 4, 5)],
-                         ids=["0d", "(0,)", "(3,0)", "(2,0,1)", "32_dims", "(3,4,5)"])
+@pytest.mark.parametrize(
+    "shape",
+    [(), (0,), (3, 0), (2, 0, 1), (2,) + (1,) * 31, (3, 4, 5)],
+    ids=["0d", "(0,)", "(3,0)", "(2,0,1)", "32_dims", "(3,4,5)"],
+)
 def test_dl_to_jax_shapes_zero_copy(shape):
     t = dl.full(shape, 2.5, dtype="float64")
     y = jax_dlpack.from_dlpack(t)
@@ -183,19 +220,29 @@ def test_dl_to_jax_shapes_zero_copy(shape):
 
 def jax_reads_aligned_permuted_strides():
     """Whether this JAX honours the strides of a 64-byte aligned transposed NumPy array."""
-    base = np.from_dlpack(dl.zeros((2, 3, 4), "float32"))   # dlinterop aligns to 256
+    base = np.from_dlpack(dl.zeros((2, 3, 4), "float32"))  # dlinterop aligns to 256
     base[...] = np.arange(24).reshape(2, 3, 4)
     view = base.transpose(2, 0, 1)
     return np.array_equal(np.asarray(jax_dlpack.from_dlpack(view)), view)
 
 
-@pytest.mark.parametrize("layout", ["zero_size_(0,)", "zero_size_(3,0)", "zero_size_(2,0,1)",
-                                    "32_dims", "transpose", "0d", "offset_view_compact"])
+@pytest.mark.parametrize(
+    "layout",
+    [
+        "zero_size_(0,)",
+        "zero_size_(3,0)",
+        "zero_size_(2,0,1)",
+        "32_dims",
+        "transpose",
+        "0d",
+        "offset_view_compact",
+    ],
+)
 def test_dl_to_jax_strided_layouts_jax_accepts(dl_layout, layout):
     """Permuted compact strides are fine; JAX copies unless element 0 is 64-byte aligned."""
     if layout == "offset_view_compact":
         t, view = dl_layout("32_dims")
-        view = np.from_dlpack(t).reshape(-1)[1:]   # 4 bytes past an aligned start
+        view = np.from_dlpack(t).reshape(-1)[1:]  # 4 bytes past an aligned start
         t = dl.from_dlpack(view)
     else:
         t, view = dl_layout(layout)
@@ -211,8 +258,9 @@ def test_dl_to_jax_strided_layouts_jax_accepts(dl_layout, layout):
         assert (pointer(y) == t.data_ptr) == aligned
 
 
-@pytest.mark.parametrize("layout", ["slice", "offset_view", "zero_strides", "negative_strides",
-                                    "size1_odd_strides"])
+@pytest.mark.parametrize(
+    "layout", ["slice", "offset_view", "zero_strides", "negative_strides", "size1_odd_strides"]
+)
 def test_dl_to_jax_non_compact_strides_are_refused_by_jax(dl_layout, layout):
     """XLA takes only permutations of a compact layout; it even refuses an odd stride on a
     size-1 dimension. The refusal is JAX's error; dlinterop's tensor stays intact."""
@@ -263,11 +311,12 @@ def test_unconsumed_capsules_release_everything(live_counters):
 
 # -- lifetimes --------------------------------------------------------------------------
 
+
 def test_jax_producer_deleted_before_dl_consumer():
     x = jnp.arange(1000, dtype=jnp.float64)
     t = dl.from_dlpack(x)
     del x
-    jnp.zeros(1000, dtype=jnp.float64).block_until_ready()   # would reuse freed memory
+    jnp.zeros(1000, dtype=jnp.float64).block_until_ready()  # would reuse freed memory
     assert np.array_equal(np.from_dlpack(t), np.arange(1000.0))
 
 
@@ -307,10 +356,11 @@ def test_jax_result_of_computation_on_dl_memory_outlives_it():
 
 # -- read-only --------------------------------------------------------------------------
 
+
 def test_jax_import_is_read_only_everywhere():
     t = dl.from_dlpack(jnp.arange(6.0))
     assert t.readonly
-    reason = "flag" if JAX_VERSIONED else "legacy"   # said, or assumed for a legacy capsule
+    reason = "flag" if JAX_VERSIONED else "legacy"  # said, or assumed for a legacy capsule
     assert t.readonly_reason == reason
     assert f"readonly={reason!r}" in repr(t)
     a = np.from_dlpack(t)
@@ -402,14 +452,13 @@ def test_read_only_by_flag_tensor_goes_to_jax_only_where_jax_reads_the_flag():
     assert np.array_equal(np.asarray(y), a)
 
 
-
-
 def test_jnp_asarray_of_a_tensor_works_or_fails_loudly_and_from_dlpack_works():
     # JAX's asarray asks NumPy for t.dtype, a dlinterop DType: NumPy 2.2 follows its own
     # `dtype` attribute and JAX then reads the buffer (right values); newer NumPy refuses a
     # dtype attribute that is not a NumPy dtype, a clear error. Never wrong data.
     # docs/concepts.md: use from_dlpack, which works everywhere.
     import jax.numpy as jnp
+
     t = dl.from_dlpack(np.arange(6, dtype=np.float32).reshape(2, 3))
     expected = [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
     try:

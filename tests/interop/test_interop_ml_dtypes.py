@@ -6,6 +6,7 @@ for them, so with such a NumPy the zero-copy road from dlinterop to NumPy is the
 pickle buffer (protocol 5, out of band) viewed with DType.to_numpy(), and the road back is
 dl.asarray over the array's memory.
 """
+
 import pickle
 
 import pytest
@@ -15,8 +16,17 @@ import dlinterop as dl
 np = pytest.importorskip("numpy")
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
-ML_TYPES = ["bfloat16", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float8_e4m3fn",
-            "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu"]
+ML_TYPES = [
+    "bfloat16",
+    "float8_e3m4",
+    "float8_e4m3",
+    "float8_e4m3b11fnuz",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+]
 
 
 def numpy_view(t):
@@ -39,7 +49,7 @@ def test_ml_dtypes_types_map_both_ways(name):
 @pytest.mark.parametrize("name", ML_TYPES)
 def test_dl_to_numpy_zero_copy_values_match_ml_dtypes(name, value):
     if name == "float8_e8m0fnu":
-        value = abs(value)   # exponent-only type: no sign
+        value = abs(value)  # exponent-only type: no sign
     t = dl.full((2, 3), value, dtype=name)
     a = numpy_view(t)
     assert a.dtype == getattr(ml_dtypes, name)
@@ -86,10 +96,10 @@ def test_ml_dtypes_through_numpy_dlpack_both_ways_where_numpy_has_them(name):
     value = 2.0 if name == "float8_e8m0fnu" else -1.5
     a = np.full((2, 3), value, dtype=np.float32).astype(ml_type)
     for source in (a, a[:, ::2]):
-        t = dl.from_dlpack(source)            # NumPy -> dl: zero-copy, the right DType
+        t = dl.from_dlpack(source)  # NumPy -> dl: zero-copy, the right DType
         assert t.dtype is getattr(dl, name)
         assert t.data_ptr == source.ctypes.data and not t.readonly
-        back = np.from_dlpack(t)             # dl -> NumPy: the ml_dtypes dtype
+        back = np.from_dlpack(t)  # dl -> NumPy: the ml_dtypes dtype
         assert back.dtype == np.dtype(ml_type)
         assert back.ctypes.data == source.ctypes.data
         assert back.tobytes() == source.tobytes()

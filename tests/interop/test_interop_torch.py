@@ -5,6 +5,7 @@ Zero-copy is proven by pointer equality, values by comparing bytes. Where PyTorc
 represent a layout (negative strides), the test pins PyTorch's own failure and shows that
 dlinterop was not the one to crash.
 """
+
 import pickle
 import subprocess
 import sys
@@ -25,15 +26,25 @@ pytestmark = pytest.mark.filterwarnings("ignore:ComplexHalf support is experimen
 # dlinterop name -> torch dtype, for every DLPack type PyTorch has.
 TORCH_DTYPES = {
     "bool": torch.bool,
-    "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
-    "uint8": torch.uint8, "uint16": torch.uint16, "uint32": torch.uint32,
+    "int8": torch.int8,
+    "int16": torch.int16,
+    "int32": torch.int32,
+    "int64": torch.int64,
+    "uint8": torch.uint8,
+    "uint16": torch.uint16,
+    "uint32": torch.uint32,
     "uint64": torch.uint64,
-    "float16": torch.float16, "float32": torch.float32, "float64": torch.float64,
+    "float16": torch.float16,
+    "float32": torch.float32,
+    "float64": torch.float64,
     "bfloat16": torch.bfloat16,
-    "complex32": torch.complex32, "complex64": torch.complex64,
+    "complex32": torch.complex32,
+    "complex64": torch.complex64,
     "complex128": torch.complex128,
-    "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2,
-    "float8_e4m3fnuz": torch.float8_e4m3fnuz, "float8_e5m2fnuz": torch.float8_e5m2fnuz,
+    "float8_e4m3fn": torch.float8_e4m3fn,
+    "float8_e5m2": torch.float8_e5m2,
+    "float8_e4m3fnuz": torch.float8_e4m3fnuz,
+    "float8_e5m2fnuz": torch.float8_e5m2fnuz,
     "float8_e8m0fnu": torch.float8_e8m0fnu,
     "float4_e2m1fn_x2": torch.float4_e2m1fn_x2,
 }
@@ -66,6 +77,7 @@ def torch_source(name, shape=(2, 3)):
 
 
 # -- dtypes -----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", DTYPE_NAMES)
 def test_torch_to_dl_every_dtype_zero_copy(name):
@@ -107,6 +119,7 @@ def test_torch_dtype_objects_are_accepted_by_dl_dtype():
 
 
 # -- layouts ----------------------------------------------------------------------------
+
 
 def _torch_layouts():
     base = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
@@ -153,9 +166,18 @@ def test_torch_storage_offset_is_applied():
 
 # The layouts dlinterop can hand to PyTorch: built over dlinterop-owned memory through NumPy
 # views (see conftest.dl_layout). Negative strides are in their own test below.
-DL_LAYOUTS_TO_TORCH = ["0d", "zero_size_(0,)", "zero_size_(3,0)", "zero_size_(2,0,1)",
-                       "size1_odd_strides", "32_dims", "slice", "transpose", "zero_strides",
-                       "offset_view"]
+DL_LAYOUTS_TO_TORCH = [
+    "0d",
+    "zero_size_(0,)",
+    "zero_size_(3,0)",
+    "zero_size_(2,0,1)",
+    "size1_odd_strides",
+    "32_dims",
+    "slice",
+    "transpose",
+    "zero_strides",
+    "offset_view",
+]
 
 
 @pytest.mark.parametrize("layout", DL_LAYOUTS_TO_TORCH)
@@ -206,13 +228,16 @@ def test_dl_negative_strides_abort_torch_not_dlinterop():
     """PyTorch 2.13 calls std::terminate on a DLPack tensor with negative strides
     ("Storage size calculation overflowed"): pinned in a subprocess. dlinterop itself
     imported and read the tensor before PyTorch was asked."""
-    out = subprocess.run([sys.executable, "-c", NEGATIVE_STRIDES_SCRIPT],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", NEGATIVE_STRIDES_SCRIPT], capture_output=True, text=True, timeout=120
+    )
     assert "dl (-1,) [5.0, 4.0, 3.0, 2.0, 1.0, 0.0] 1" in out.stdout, out.stderr
     if out.returncode == 0:
-        pytest.fail("PyTorch now imports negative strides: turn this into a zero-copy test "
-                    f"({out.stdout.strip()!r})")
-    assert out.returncode == -6, (out.returncode, out.stderr[-2000:])   # SIGABRT
+        pytest.fail(
+            "PyTorch now imports negative strides: turn this into a zero-copy test "
+            f"({out.stdout.strip()!r})"
+        )
+    assert out.returncode == -6, (out.returncode, out.stderr[-2000:])  # SIGABRT
     assert "Storage size calculation overflowed" in out.stderr
     assert "torch imported" not in out.stdout
 
@@ -228,10 +253,13 @@ def test_dl_negative_strides_stay_usable_in_process(dl_layout):
 
 # -- capsules ---------------------------------------------------------------------------
 
+
 def _capsule_name(capsule):
     import ctypes
+
     get_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(
-        ("PyCapsule_GetName", ctypes.pythonapi))
+        ("PyCapsule_GetName", ctypes.pythonapi)
+    )
     return get_name(capsule).decode()
 
 
@@ -242,7 +270,7 @@ def test_torch_legacy_capsule_into_dl_is_read_only_and_consumed_once():
     t = dl.from_dlpack(capsule)
     assert _capsule_name(capsule) == "used_dltensor"
     assert t.data_ptr == x.data_ptr()
-    assert t.readonly   # a legacy capsule cannot say the memory is writable
+    assert t.readonly  # a legacy capsule cannot say the memory is writable
     assert np.array_equal(np.from_dlpack(t), x.numpy())
     with pytest.raises(ValueError, match="already consumed"):
         dl.from_dlpack(capsule)
@@ -270,7 +298,7 @@ def test_dl_capsule_into_torch(live_counters, versioned, consumer):
     assert y.data_ptr() == t.data_ptr
     assert torch.equal(y, torch.full((2, 3), 7.0))
     assert live_counters()["live_exports"] == before["live_exports"] + 1
-    del y   # torch calls the deleter
+    del y  # torch calls the deleter
     assert live_counters()["live_exports"] == before["live_exports"]
 
 
@@ -300,11 +328,12 @@ def test_unconsumed_capsules_release_everything(live_counters, versioned):
 
 # -- lifetimes --------------------------------------------------------------------------
 
+
 def test_torch_producer_deleted_before_dl_consumer():
     x = torch.arange(1000, dtype=torch.float64)
     t = dl.from_dlpack(x)
     del x
-    torch.zeros(1000, dtype=torch.float64)   # would reuse freed memory
+    torch.zeros(1000, dtype=torch.float64)  # would reuse freed memory
     assert np.array_equal(np.from_dlpack(t), np.arange(1000.0))
 
 
@@ -339,6 +368,7 @@ def test_torch_consumer_deleted_before_dl_producer(live_counters):
 
 # -- read-only --------------------------------------------------------------------------
 
+
 def _read_only_dl_tensor():
     a = np.arange(6.0)
     a.flags.writeable = False
@@ -370,12 +400,14 @@ def test_read_only_tensor_cannot_travel_as_a_legacy_capsule_to_torch():
 
 # -- regressions and known gaps ---------------------------------------------------------
 
+
 # PyTorch hands out lazily conjugated and negated views with their stored values (through
 # its exchange table, and for negated views its __dlpack__ too). Each maker returns such a
 # view, or a look-alike without the bits that must be shared as usual.
 def _complex(torch, dtype=None):
-    return torch.tensor([[1 + 2j, 3 - 4j, -5 + 6j], [7 + 0j, 0 - 8j, 9 + 9j]],
-                        dtype=dtype or torch.complex64)
+    return torch.tensor(
+        [[1 + 2j, 3 - 4j, -5 + 6j], [7 + 0j, 0 - 8j, 9 + 9j]], dtype=dtype or torch.complex64
+    )
 
 
 def _under_inference_mode(torch):
@@ -394,8 +426,7 @@ BIT_VIEWS = {
     "neg view float32": lambda torch: torch._neg_view(torch.arange(6.0)),
     "neg view int64": lambda torch: torch._neg_view(torch.arange(6)),
     "neg view detached": lambda torch: torch._neg_view(torch.arange(6.0)).detach(),
-    "neg view requiring grad": lambda torch: torch._neg_view(
-        torch.arange(6.0, requires_grad=True)),
+    "neg view requiring grad": lambda torch: torch._neg_view(torch.arange(6.0, requires_grad=True)),
     "neg view in inference mode": _under_inference_mode,
 }
 PLAIN_VIEWS = {
@@ -453,6 +484,7 @@ def test_torch_conjugated_and_negated_views_are_refused(make, path, as_type):
 class LegacyDlpack(torch.Tensor):
     """A producer whose __dlpack__ predates DLPack 1.0's keywords: it cannot be asked for a
     copy, so dlinterop copies what it shares."""
+
     __dlpack_c_exchange_api__ = None
 
     def __dlpack__(self, stream=None):
@@ -460,13 +492,16 @@ class LegacyDlpack(torch.Tensor):
 
 
 @pytest.mark.parametrize("make", BIT_VIEWS.values(), ids=BIT_VIEWS.keys())
-@pytest.mark.parametrize("as_type", [lambda x: x, lambda x: x.as_subclass(LegacyDlpack)],
-                         ids=["torch.Tensor", "legacy __dlpack__"])
+@pytest.mark.parametrize(
+    "as_type",
+    [lambda x: x, lambda x: x.as_subclass(LegacyDlpack)],
+    ids=["torch.Tensor", "legacy __dlpack__"],
+)
 def test_torch_copy_of_a_view_with_a_bit_holds_the_values_it_means(make, as_type):
     x = as_type(make(torch))
     expected = x.detach().resolve_conj().resolve_neg().contiguous()
     if x.requires_grad:
-        with pytest.raises(BufferError, match="requires grad"):   # as PyTorch's export
+        with pytest.raises(BufferError, match="requires grad"):  # as PyTorch's export
             dl.from_dlpack(x, copy=True)
         return
     t = dl.from_dlpack(x, copy=True)
@@ -487,23 +522,27 @@ def test_torch_views_without_the_bits_are_shared(make, path, as_type):
 
 def _word_at(obj, offset):
     import ctypes
+
     return ctypes.c_size_t.from_address(id(obj) + offset).value
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"),
-                    reason="checked on Linux only (elsewhere the fallback may be in use)")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"),
+    reason="checked on Linux only (elsewhere the fallback may be in use)",
+)
 def test_torch_bits_are_read_natively_for_plain_tensors():
     """On this PyTorch the bits of torch.Tensor objects are read through libtorch's
     at::native::is_neg/is_conj, not by calling the Python methods on every import."""
     from dlinterop import _core
+
     dl.from_dlpack(torch.ones(2))
     offset = _core._torch_native_bits()
-    assert offset >= 16   # past the object header, where the object holds its at::Tensor
+    assert offset >= 16  # past the object header, where the object holds its at::Tensor
     x = torch.ones(2)
     assert _word_at(x, offset) == x._cdata
     assert _core._torch_native_bits(torch.Tensor)
     assert _core._torch_native_bits(torch.nn.Parameter)
-    assert not _core._torch_native_bits(TorchSubclass)   # it may have __torch_function__
+    assert not _core._torch_native_bits(TorchSubclass)  # it may have __torch_function__
 
 
 # Prepended to the subprocess tests below.
@@ -522,8 +561,12 @@ def refused(view):
 
 def run_ok(code):
     """Runs REFUSED + code in a fresh interpreter, which must print ok."""
-    out = subprocess.run([sys.executable, "-c", REFUSED + textwrap.dedent(code)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", REFUSED + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
 
@@ -561,12 +604,12 @@ def test_torch_bit_reader_set_up_under_a_mode_is_tried_again():
 
 # -- tensors DLPack cannot describe ------------------------------------------------------
 
+
 def _undescribable():
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # quantized and sparse CSR creation warn
+        warnings.simplefilter("ignore")  # quantized and sparse CSR creation warn
         return {
-            "quantized": (torch.quantize_per_tensor(torch.ones(3), 0.1, 0, torch.qint8),
-                          "QInt"),
+            "quantized": (torch.quantize_per_tensor(torch.ones(3), 0.1, 0, torch.qint8), "QInt"),
             "sparse COO": (torch.ones(3, 3).to_sparse(), "layout"),
             "sparse CSR": (torch.ones(2, 2).to_sparse_csr(), "layout"),
         }
@@ -628,7 +671,7 @@ def test_torch_tensor_requiring_grad_is_refused_on_every_route(make, route):
     with pytest.raises(BufferError, match=r"requires grad.*tensor\.detach\(\)"):
         EVERY_ROUTE[route](x)
     detached = x.detach()
-    EVERY_ROUTE[route](detached)     # the way out works on the same route
+    EVERY_ROUTE[route](detached)  # the way out works on the same route
 
 
 def test_torch_own_consumers_refuse_it_too():
@@ -650,9 +693,14 @@ STREAM_SOURCES = {
     "numpy": lambda: np.arange(3.0),
     "dl.Tensor": lambda: dl.zeros(3),
     "capsule": lambda: dl.to_dlpack(dl.zeros(3), versioned=True),
-    "producer": lambda: type("P", (), {
-        "__dlpack__": lambda self, **kw: np.arange(3.0).__dlpack__(**kw),
-        "__dlpack_device__": lambda self: (1, 0)})(),
+    "producer": lambda: type(
+        "P",
+        (),
+        {
+            "__dlpack__": lambda self, **kw: np.arange(3.0).__dlpack__(**kw),
+            "__dlpack_device__": lambda self: (1, 0),
+        },
+    )(),
 }
 
 
@@ -678,6 +726,7 @@ def test_tensor_to_takes_a_host_stream_of_none_or_minus_one_only():
 
 # -- torch's own constructors given a dl.Tensor ------------------------------------------------
 
+
 def test_torch_as_tensor_and_from_dlpack_take_a_tensor_whole():
     t = dl.from_dlpack(np.arange(6, dtype=np.float32).reshape(2, 3))
     for make in (torch.as_tensor, torch.from_dlpack):
@@ -688,18 +737,23 @@ def test_torch_as_tensor_and_from_dlpack_take_a_tensor_whole():
     assert torch.as_tensor(b).dtype == torch.bfloat16
 
 
-@pytest.mark.xfail(strict=True, reason="torch.asarray reads the buffer protocol before "
-                   "__dlpack__ and reads the bytes as float32 in one dimension "
-                   "(pytorch/pytorch#188128, #188784, #197532; the workaround in "
-                   "docs/concepts.md: torch.from_dlpack, torch.as_tensor or dl.to_framework). "
-                   "Strict: a torch that fixes it makes this test fail, so that the page is "
-                   "updated.")
+@pytest.mark.xfail(
+    strict=True,
+    reason="torch.asarray reads the buffer protocol before "
+    "__dlpack__ and reads the bytes as float32 in one dimension "
+    "(pytorch/pytorch#188128, #188784, #197532; the workaround in "
+    "docs/concepts.md: torch.from_dlpack, torch.as_tensor or dl.to_framework). "
+    "Strict: a torch that fixes it makes this test fail, so that the page is "
+    "updated.",
+)
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32"])
 def test_torch_asarray_reads_the_values(dtype):
     t = dl.tensor([[1, 2, 3], [4, 5, 6]], dtype=dtype)
     x = torch.asarray(t)
-    got, expected = (tuple(x.shape), x.dtype, x.tolist()), ((2, 3), getattr(torch, dtype),
-                                                           t.tolist())
+    got, expected = (
+        (tuple(x.shape), x.dtype, x.tolist()),
+        ((2, 3), getattr(torch, dtype), t.tolist()),
+    )
     # An expected failure keeps its frame (pytest's sys.last_traceback) until the next
     # failure: no Tensor may stay in it, or a later test's leak check counts it.
     del t, x
@@ -711,8 +765,10 @@ def test_torch_asarray_reads_raw_bytes_as_float32_as_the_docs_say():
     t = dl.tensor([1, 2], dtype="int64")
     x = torch.asarray(t)
     assert x.dtype == torch.float32 and x.shape == (4,)
-    assert x.tolist() == torch.frombuffer(bytearray(memoryview(t).cast("B")),
-                                          dtype=torch.float32).tolist()
+    assert (
+        x.tolist()
+        == torch.frombuffer(bytearray(memoryview(t).cast("B")), dtype=torch.float32).tolist()
+    )
     for good in (torch.from_dlpack(t), torch.as_tensor(t), dl.to_framework(t, like=torch)):
         assert good.dtype == torch.int64 and good.tolist() == [1, 2]
 
@@ -720,8 +776,9 @@ def test_torch_asarray_reads_raw_bytes_as_float32_as_the_docs_say():
 @pytest.mark.parametrize("like", ["torch", "module", "type", "tensor"])
 def test_to_framework_copies_negative_strides_for_torch(like):
     # torch 2.13 aborts the interpreter on negative strides (pytorch/pytorch#188023).
-    target = {"torch": "torch", "module": torch, "type": torch.Tensor,
-              "tensor": torch.zeros(1)}[like]
+    target = {"torch": "torch", "module": torch, "type": torch.Tensor, "tensor": torch.zeros(1)}[
+        like
+    ]
     t = dl.arange(12.0).reshape((3, 4))
     for view in (t[::-1], t[:, ::-2], t[::-1, ::-1].T):
         x = dl.to_framework(view, like=target)
@@ -730,15 +787,24 @@ def test_to_framework_copies_negative_strides_for_torch(like):
         with pytest.raises(BufferError, match="negative strides"):
             dl.to_framework(view, like=target, copy=False)
     forward = t[::2]
-    assert dl.to_framework(forward, like=target).data_ptr() == forward.data_ptr   # shared
+    assert dl.to_framework(forward, like=target).data_ptr() == forward.data_ptr  # shared
 
 
 def test_negative_strides_to_torch_never_abort():
     # A regression test in a child process: the abort (SIGABRT) would end this run.
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
         import numpy as np, torch, dlinterop as dl
         t = dl.from_dlpack(np.arange(6.0).reshape(2, 3)[:, ::-1])
         print(dl.to_framework(t, like=torch).tolist())
-    """)], capture_output=True, text=True, timeout=300)
+    """),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "[[2.0, 1.0, 0.0], [5.0, 4.0, 3.0]]"

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import dlinterop as dl
+
 from forge import capsule_strides, same_layout
 from numpy_route import (  # noqa: F401 (numpy_route and tensor are fixtures)
     NUMPY_ROUTE_BUILT,
@@ -25,8 +26,11 @@ def numpy_exports_raw_strides():
     they are (NumPy 2.2 exports C-order ones for zero-size arrays; 2.4 and later do not)."""
     base = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     probes = [base[:0, :, ::2], base[:1, 1:2, ::4]]
-    return all(capsule_strides(p.__dlpack__(max_version=(1, 0)))
-               == tuple(s // p.itemsize for s in p.strides) for p in probes)
+    return all(
+        capsule_strides(p.__dlpack__(max_version=(1, 0)))
+        == tuple(s // p.itemsize for s in p.strides)
+        for p in probes
+    )
 
 
 def test_native_route_is_used_exactly_where_numpy_exports_strides_as_they_are():
@@ -35,8 +39,22 @@ def test_native_route_is_used_exactly_where_numpy_exports_strides_as_they_are():
     assert NUMPY_ROUTE_USABLE == (NUMPY_ROUTE_BUILT and numpy_exports_raw_strides())
 
 
-NUMPY_NAMES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-               "uint64", "float16", "float32", "float64", "complex64", "complex128"]
+NUMPY_NAMES = [
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+]
 
 
 def _sample(name, shape):
@@ -56,6 +74,7 @@ def _live_exports():
 
 # -- round trips ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", NUMPY_NAMES)
 def test_numpy_to_dlinterop_to_numpy_is_zero_copy(name):
     a = _sample(name, (3, 4))
@@ -73,7 +92,7 @@ def test_numpy_to_dlinterop_to_numpy_is_zero_copy(name):
 
 @pytest.mark.parametrize("name", NUMPY_NAMES)
 def test_dlinterop_to_numpy_to_dlinterop_is_zero_copy(name):
-    t = dl.from_dlpack(_sample(name, (2, 5))).copy()   # an owned buffer with known values
+    t = dl.from_dlpack(_sample(name, (2, 5))).copy()  # an owned buffer with known values
     a = np.from_dlpack(t)
     assert a.ctypes.data == t.data_ptr
     assert a.dtype == np.dtype(name)
@@ -90,7 +109,7 @@ def test_writes_are_visible_both_ways(name):
     a = np.from_dlpack(t)
     a[2] = 1
     assert np.from_dlpack(t)[2] == 1
-    np.asarray(t)[3] = 1           # through the buffer protocol
+    np.asarray(t)[3] = 1  # through the buffer protocol
     assert a[3] == 1
 
 
@@ -118,7 +137,8 @@ LAYOUTS = {
     "zero_size_3x0": lambda: np.empty((3, 0), np.float32),
     "zero_size_2x0x1": lambda: np.empty((2, 0, 1), np.float32),
     "size_one_odd_strides": lambda: np.lib.stride_tricks.as_strided(
-        _arange((64,)), (1, 3, 1), (4 * 7, 4, 4 * 13)),
+        _arange((64,)), (1, 3, 1), (4 * 7, 4, 4 * 13)
+    ),
     "ndim_5": lambda: _arange((2, 1, 3, 1, 2)),
     "ndim_32": lambda: _arange((1,) * 28 + (2, 3, 1, 2)),
     "ndim_64": lambda: _arange((1,) * 62 + (2, 3)),
@@ -199,6 +219,7 @@ def test_owned_tensor_of_any_shape_exports_to_numpy(shape):
 
 # -- read-only --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", NUMPY_NAMES)
 def test_readonly_numpy_imports_readonly_and_exports_readonly(name):
     a = _sample(name, (2, 3))
@@ -214,6 +235,7 @@ def test_readonly_numpy_imports_readonly_and_exports_readonly(name):
 
 # -- capsules ---------------------------------------------------------------------------
 
+
 def test_numpy_consumer_releases_the_export(tensor):
     before_exports = _live_exports()
     before_refs = sys.getrefcount(tensor)
@@ -226,8 +248,11 @@ def test_numpy_consumer_releases_the_export(tensor):
 
 # -- NumPy as the consumer, with its own keywords ---------------------------------------
 
-@pytest.mark.parametrize("kwargs, shares", [({}, True), ({"copy": False}, True),
-                                            ({"device": "cpu"}, True), ({"copy": True}, False)])
+
+@pytest.mark.parametrize(
+    "kwargs, shares",
+    [({}, True), ({"copy": False}, True), ({"device": "cpu"}, True), ({"copy": True}, False)],
+)
 def test_numpy_from_dlpack_keywords(tensor, kwargs, shares):
     a = np.from_dlpack(tensor, **kwargs)
     assert (a.ctypes.data == tensor.data_ptr) is shares
@@ -245,6 +270,7 @@ def test_numpy_copy_of_readonly_tensor_is_writable():
 
 # -- the native route itself --------------------------------------------------------------
 
+
 def test_native_route_owner_is_the_array_and_dlpack_route_owner_a_capsule(numpy_route):
     a = np.arange(6.0)
     t = dl.from_dlpack(a)
@@ -253,14 +279,18 @@ def test_native_route_owner_is_the_array_and_dlpack_route_owner_a_capsule(numpy_
     else:
         assert capsule_name(t.owner) == "used_dltensor_versioned"
     del a
-    assert np.from_dlpack(t).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]   # kept alive
+    assert np.from_dlpack(t).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]  # kept alive
 
 
-@pytest.mark.parametrize("make, error", [
-    (lambda: np.arange(4, dtype=">i4"), "native byte order"),
-    (lambda: np.zeros(3, np.longdouble), "IEEE"),
-    (lambda: np.zeros(2, "i4,f8"), "DLPack only supports"),
-], ids=["byte-swapped", "longdouble", "structured"])
+@pytest.mark.parametrize(
+    "make, error",
+    [
+        (lambda: np.arange(4, dtype=">i4"), "native byte order"),
+        (lambda: np.zeros(3, np.longdouble), "IEEE"),
+        (lambda: np.zeros(2, "i4,f8"), "DLPack only supports"),
+    ],
+    ids=["byte-swapped", "longdouble", "structured"],
+)
 def test_arrays_the_native_route_leaves_to_numpy_behave_as_numpy_says(make, error):
     a = make()
     with pytest.raises(BufferError, match=error):
@@ -286,7 +316,7 @@ def test_subclasses_take_the_dlpack_route():
 
 def test_array_numpy_imported_from_a_capsule_reports_numpy_s_device():
     t = dl.zeros((3,))
-    a = np.from_dlpack(t)   # its base chain ends in NumPy's own capsule
+    a = np.from_dlpack(t)  # its base chain ends in NumPy's own capsule
     u = dl.from_dlpack(a)
     assert u.device == "cpu" and u.data_ptr == t.data_ptr
 
@@ -294,13 +324,14 @@ def test_array_numpy_imported_from_a_capsule_reports_numpy_s_device():
 def test_native_route_is_set_up_only_once_numpy_is_imported():
     import subprocess
 
-    code = ("import sys, dlinterop as dl\n"
-            "dl.from_dlpack(dl.zeros(3))\n"
-            "assert 'numpy' not in sys.modules and dl._core._numpy_route() is None\n"
-            "import numpy as np\n"
-            "t = dl.from_dlpack(np.arange(3.0))\n"
-            "print(dl._core._numpy_route(), t.owner is not None)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60)
+    code = (
+        "import sys, dlinterop as dl\n"
+        "dl.from_dlpack(dl.zeros(3))\n"
+        "assert 'numpy' not in sys.modules and dl._core._numpy_route() is None\n"
+        "import numpy as np\n"
+        "t = dl.from_dlpack(np.arange(3.0))\n"
+        "print(dl._core._numpy_route(), t.owner is not None)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [str(NUMPY_ROUTE_USABLE), "True"]

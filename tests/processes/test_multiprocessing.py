@@ -2,6 +2,7 @@
 concurrent.futures.ProcessPoolExecutor, with the fork, spawn and forkserver start methods.
 A shared Tensor arrives as a Tensor over the same memory (writes on either side are seen
 by the other, nothing is copied); any other Tensor arrives by value."""
+
 import concurrent.futures
 import multiprocessing
 import os
@@ -14,18 +15,22 @@ import numpy as np
 import pytest
 
 import dlinterop as dl
+
 import mp_workers
 
 pytestmark = [
-    pytest.mark.skipif(not sys.platform.startswith("linux"),
-                       reason="shared-memory Tensors are built on Linux memfds"),
+    pytest.mark.skipif(
+        not sys.platform.startswith("linux"),
+        reason="shared-memory Tensors are built on Linux memfds",
+    ),
     # fork() with threads alive (PyTorch's, pytest's) warns on 3.12+: the children here run
     # only the workers above.
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
 ]
 
-METHODS = [m for m in ("fork", "spawn", "forkserver")
-           if m in multiprocessing.get_all_start_methods()]
+METHODS = [
+    m for m in ("fork", "spawn", "forkserver") if m in multiprocessing.get_all_start_methods()
+]
 
 
 @pytest.fixture(params=METHODS)
@@ -66,7 +71,7 @@ def test_queue_both_ways(ctx):
     p.join(60)
     assert values(t) == [99.0, 1.0, 1.0, 1.0]
     assert back.is_shared and values(back) == values(t)
-    np.from_dlpack(back)[1] = 2.0            # the returned Tensor is the same memory too
+    np.from_dlpack(back)[1] = 2.0  # the returned Tensor is the same memory too
     assert values(t)[1] == 2.0
 
 
@@ -98,10 +103,12 @@ def test_process_pool_executor(ctx):
 
 def test_layout_dtype_and_read_only_are_kept(ctx):
     from dlinterop import _core
+
     t = dl.full((16,), 1.0, "float32", shared=True)
     segment, offset, shape, strides, triple, _ = _core._shared_handle(t)
-    view = _core._tensor_from_shared(os.dup(segment.fd), segment.length, 8, (3,), (2,), triple,
-                                     True)
+    view = _core._tensor_from_shared(
+        os.dup(segment.fd), segment.length, 8, (3,), (2,), triple, True
+    )
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
         seen = pool.submit(mp_workers.describe, view).result(timeout=60)
     assert seen == (True, (3,), (2,), "float32", True, [1.0, 1.0, 1.0])
@@ -152,11 +159,12 @@ def test_results_of_a_pool_whose_workers_retire_arrive(ctx):
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="max_tasks_per_child is 3.11's")
-@pytest.mark.parametrize("method", [m for m in METHODS if m != "fork"])   # (it refuses fork)
+@pytest.mark.parametrize("method", [m for m in METHODS if m != "fork"])  # (it refuses fork)
 def test_results_of_an_executor_whose_workers_retire_arrive(method):
     t = dl.zeros((3,), "int64", shared=True)
     with concurrent.futures.ProcessPoolExecutor(
-            1, mp_context=multiprocessing.get_context(method), max_tasks_per_child=1) as pool:
+        1, mp_context=multiprocessing.get_context(method), max_tasks_per_child=1
+    ) as pool:
         backs = [pool.submit(mp_workers.add_one, t).result(timeout=60) for _ in range(2)]
         assert pool.submit(abs, -3).result(timeout=60) == 3
     assert values(t) == [2, 2, 2]
@@ -168,7 +176,7 @@ def test_a_process_that_sends_and_exits_at_once_delivers(ctx):
     parent, child = ctx.Pipe()
     p = ctx.Process(target=mp_workers.send_and_exit, args=(child, t))
     p.start()
-    p.join(1)       # time to exit, as it did before it waited for its receiver
+    p.join(1)  # time to exit, as it did before it waited for its receiver
     try:
         back = parent.recv()
     finally:
@@ -184,7 +192,7 @@ def test_a_tensor_received_after_its_sender_exited_is_a_clear_error(ctx):
     p.join(60)
     with pytest.raises(RuntimeError, match=f"process {p.pid}, which sent it, no longer"):
         parent.recv()
-    assert parent.recv() == "after"        # the connection goes on
+    assert parent.recv() == "after"  # the connection goes on
 
 
 def test_a_pool_result_that_cannot_be_received_fails_alone(ctx):
@@ -220,10 +228,12 @@ def test_import_dlinterop_alone_registers_the_handle():
             pool.submit(mp_workers.write, t, 0, 4.0).result(timeout=60)
         print(list(memoryview(t)))
     """)
-    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.dirname(__file__)),
-                                                   "support"))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, env=env)
+    env = dict(
+        os.environ, PYTHONPATH=os.path.join(os.path.dirname(os.path.dirname(__file__)), "support")
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[4.0, 0.0, 0.0]"
 
@@ -250,7 +260,7 @@ def test_a_killed_child_leaves_nothing_behind(ctx):
     p.start()
     fds_before = _open_segment_fds()
     inbox.put(t)
-    pid = ready.get(timeout=60)                  # the child maps it and writes
+    pid = ready.get(timeout=60)  # the child maps it and writes
     mp_workers.kill(pid)
     p.join(60)
     assert p.exitcode == -9
@@ -263,18 +273,22 @@ def test_a_killed_child_leaves_nothing_behind(ctx):
     assert _open_segment_fds() == fds_before
     if os.path.isdir("/dev/shm"):
         assert not [n for n in set(os.listdir("/dev/shm")) - shm_before if "dlinterop" in n]
-    os.fstat(dl._core._shared_handle(t)[0].fd)   # the parent's segment is intact
+    os.fstat(dl._core._shared_handle(t)[0].fd)  # the parent's segment is intact
 
 
 def test_the_pages_example_runs(tmp_path):
     """The first example of docs/processes.md alone (tests/tools/test_docs.py runs the
     whole page)."""
-    page = open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
-                             "docs", "processes.md")).read()
+    page = open(
+        os.path.join(
+            os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "docs", "processes.md"
+        )
+    ).read()
     code = page.split("```python\n", 1)[1].split("```", 1)[0]
     script = tmp_path / "example.py"
     script.write_text(code)
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[0. 2. 4. 6.]"

@@ -1,5 +1,6 @@
 """Ray: dlinterop Tensors through a real local Ray (ray.init with two CPUs): put/get and
 task arguments are zero-copy over the object store's memory, read-only, as NumPy's are."""
+
 import os
 import sys
 
@@ -8,8 +9,9 @@ import pytest
 
 import dlinterop as dl
 
-ray = pytest.importorskip("ray", reason="Ray is not installed (the 'ray' extra; no wheel for "
-                                        "every Python)")
+ray = pytest.importorskip(
+    "ray", reason="Ray is not installed (the 'ray' extra; no wheel for every Python)"
+)
 
 # Ray's object store keeps what the driver put or got alive until Ray lets go, which it
 # does asynchronously: these tests wait for dlinterop's counters instead of the automatic
@@ -20,11 +22,17 @@ pytestmark = pytest.mark.no_leak_check
 @pytest.fixture(scope="module")
 def ray_session():
     import cloudpickle
+
     # The tasks below are this module's functions: Ray's workers cannot import the test
     # module by name, so cloudpickle sends them by value.
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             object_store_memory=256 * 1024 * 1024, configure_logging=False)
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        object_store_memory=256 * 1024 * 1024,
+        configure_logging=False,
+    )
     try:
         yield
     finally:
@@ -35,8 +43,14 @@ def ray_session():
 def summary(t):
     """What a Ray worker sees of a Tensor: its type, layout, flags and a checksum."""
     import numpy as np
-    return (type(t).__name__, t.shape, str(t.dtype), t.readonly,
-            float(np.from_dlpack(t).astype(np.float64).sum()))
+
+    return (
+        type(t).__name__,
+        t.shape,
+        str(t.dtype),
+        t.readonly,
+        float(np.from_dlpack(t).astype(np.float64).sum()),
+    )
 
 
 def test_get_of_a_put_tensor_is_zero_copy_and_read_only(ray_session, settled):
@@ -54,8 +68,9 @@ def test_get_of_a_put_tensor_is_zero_copy_and_read_only(ray_session, settled):
     del first, second, ref
 
 
-@pytest.mark.parametrize("name", ["bool", "int8", "uint16", "float16", "int64",
-                                  "float64", "complex64"])
+@pytest.mark.parametrize(
+    "name", ["bool", "int8", "uint16", "float16", "int64", "float64", "complex64"]
+)
 def test_every_dtype_comes_back_with_its_values(ray_session, settled, name):
     t = dl.full((3, 5), 1, name)
     back = ray.get(ray.put(t))
@@ -77,8 +92,10 @@ def test_a_task_argument_is_read_only_and_the_result_a_tensor(ray_session, settl
     @ray.remote
     def scaled(t, factor):
         import numpy as np
+
         import dlinterop as dl
-        assert type(t) is dl.Tensor and t.readonly   # a view of the object store
+
+        assert type(t) is dl.Tensor and t.readonly  # a view of the object store
         return dl.from_dlpack(np.from_dlpack(t) * factor)
 
     t = dl.full((4, 1000), 2.0, "float64")
@@ -102,6 +119,7 @@ def test_a_worker_killed_mid_task_is_retried(ray_session, settled, tmp_path):
     def die_once(t, marker):
         import os
         import signal
+
         if not os.path.exists(marker):
             open(marker, "w").close()
             os.kill(os.getpid(), signal.SIGKILL)
@@ -110,5 +128,5 @@ def test_a_worker_killed_mid_task_is_retried(ray_session, settled, tmp_path):
     t = dl.full((1000,), 1.0, "float32")
     marker = os.fspath(tmp_path / "died")
     seen = ray.get(die_once.remote(t, marker), timeout=120)
-    assert os.path.exists(marker)             # the first try killed its worker
+    assert os.path.exists(marker)  # the first try killed its worker
     assert seen == ("Tensor", (1000,), "float32", True, 1000.0)

@@ -1,5 +1,6 @@
 """Tensors in shared memory (dl.share, shared=True) and the handles they cross process
 boundaries as: what a shared Tensor is, and every way a crafted handle must fail cleanly."""
+
 import errno
 import fcntl
 import os
@@ -14,27 +15,35 @@ import pytest
 import dlinterop as dl
 from dlinterop import _core
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="shared-memory Tensors are built on Linux memfds")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="shared-memory Tensors are built on Linux memfds"
+)
 
 
 def run_apart(code, timeout=120):
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def values(t):
     return np.from_dlpack(t).tolist()
 
 
-@pytest.mark.parametrize("make", [
-    lambda: dl.empty((3, 4), shared=True),
-    lambda: dl.zeros((3, 4), "int16", shared=True),
-    lambda: dl.full((3, 4), 2.5, shared=True),
-    lambda: dl.full((5,), 1, dl.float4_e2m1fn, shared=True),
-    lambda: dl.zeros((), shared=True),
-    lambda: dl.zeros((0, 3), shared=True),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: dl.empty((3, 4), shared=True),
+        lambda: dl.zeros((3, 4), "int16", shared=True),
+        lambda: dl.full((3, 4), 2.5, shared=True),
+        lambda: dl.full((5,), 1, dl.float4_e2m1fn, shared=True),
+        lambda: dl.zeros((), shared=True),
+        lambda: dl.zeros((0, 3), shared=True),
+    ],
+)
 def test_shared_tensors_are_page_aligned_and_shared(make):
     t = make()
     assert t.is_shared and t.owner is not None and not t.readonly
@@ -68,13 +77,13 @@ def test_ordinary_tensors_are_not_shared():
 
 
 def test_share_copies_anything_into_shared_memory():
-    a = np.arange(6.0).reshape(2, 3)[:, ::2]        # strided
+    a = np.arange(6.0).reshape(2, 3)[:, ::2]  # strided
     t = dl.share(a)
     assert t.is_shared and t.data_ptr != a.ctypes.data
     assert values(t) == a.tolist() and t.is_contiguous()
     ro = np.arange(3.0)
     ro.flags.writeable = False
-    assert not dl.share(ro).readonly                 # a copy: writable
+    assert not dl.share(ro).readonly  # a copy: writable
 
 
 def test_share_of_a_shared_tensor_is_that_tensor():
@@ -122,6 +131,7 @@ def test_ordinary_pickle_goes_by_value():
 
 # -- handles ------------------------------------------------------------------------------
 
+
 def test_a_handle_rebuilds_a_tensor_over_the_same_memory():
     t = dl.full((2, 3), 1.0, shared=True)
     segment, *layout = _core._shared_handle(t)
@@ -134,8 +144,9 @@ def test_a_handle_rebuilds_a_tensor_over_the_same_memory():
 def test_a_handle_keeps_the_offset_and_strides_of_a_view():
     t = dl.full((16,), 1.0, shared=True)
     segment, offset, shape, strides, triple, readonly = _core._shared_handle(t)
-    view = _core._tensor_from_shared(os.dup(segment.fd), segment.length, 8, (3,), (2,),
-                                     triple, readonly)
+    view = _core._tensor_from_shared(
+        os.dup(segment.fd), segment.length, 8, (3,), (2,), triple, readonly
+    )
     np.from_dlpack(view)[:] = [5.0, 6.0, 7.0]
     assert values(t)[2:7] == [5.0, 1.0, 6.0, 1.0, 7.0]
     again = _core._shared_handle(dl.from_dlpack(view))
@@ -146,8 +157,9 @@ def test_a_handle_keeps_the_offset_and_strides_of_a_view():
 def test_a_read_only_handle_gives_a_read_only_tensor():
     t = dl.zeros(4, shared=True)
     segment, offset, shape, strides, triple, _ = _core._shared_handle(t)
-    u = _core._tensor_from_shared(os.dup(segment.fd), segment.length, offset, shape, strides,
-                                  triple, True)
+    u = _core._tensor_from_shared(
+        os.dup(segment.fd), segment.length, offset, shape, strides, triple, True
+    )
     assert u.readonly and u.readonly_reason == "flag"
 
 
@@ -183,7 +195,7 @@ def test_crafted_handles_raise_and_close_the_descriptor(craft):
     with pytest.raises((ValueError, TypeError)):
         _core._tensor_from_shared(*craft(fd, handle))
     with pytest.raises(OSError):
-        os.fstat(fd)                       # closed: nothing leaks
+        os.fstat(fd)  # closed: nothing leaks
 
 
 def test_a_regular_file_is_not_a_segment(tmp_path):
@@ -279,14 +291,15 @@ def test_a_segment_beyond_the_memory_available_now_is_refused(machine):
     machine({"MemTotal": 8 << 30, "MemAvailable": 100 << 20})
     with pytest.raises(MemoryError, match=f"can take {100 << 20} bytes now"):
         dl.zeros(128 << 20, "uint8", shared=True)
-    assert dl.zeros(32 << 20, "uint8", shared=True).is_shared   # too small to check
+    assert dl.zeros(32 << 20, "uint8", shared=True).is_shared  # too small to check
 
 
 def test_a_segment_stops_reserving_when_others_take_the_memory_meanwhile():
     # /proc/meminfo a FIFO: the machine has 1 GiB available when the 192 MiB segment is
     # asked for, 32 MiB when 64 MiB of it are reserved. The rest no longer fits: a
     # MemoryError, not the OOM killer.
-    proc = run_apart("""
+    proc = run_apart(
+        """
         import os, tempfile, threading
         import dlinterop as dl
         from dlinterop import _core
@@ -316,12 +329,15 @@ def test_a_segment_stops_reserving_when_others_take_the_memory_meanwhile():
             print("made")
         except MemoryError as e:
             print("refused", len(served), dl.memory_stats()["live_bytes"])
-    """, timeout=60)
+    """,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["refused", "2", "0"]
 
 
 # -- without memfd ------------------------------------------------------------------------
+
 
 def test_without_memfd_there_is_no_shared_memory():
     # A POSIX shared-memory object, the old fallback, cannot be sealed: any process holding
@@ -340,13 +356,14 @@ def test_without_memfd_there_is_no_shared_memory():
 
 def test_a_posix_shared_memory_object_is_not_a_segment():
     from multiprocessing import shared_memory
+
     shm = shared_memory.SharedMemory(create=True, size=8192)
     try:
         fd = os.open(f"/dev/shm/{shm.name}", os.O_RDWR)
         with pytest.raises(ValueError, match="not a dlinterop shared-memory segment"):
             _core._tensor_from_shared(fd, 8192, 0, (4,), (1,), (2, 32, 1), False)
         with pytest.raises(OSError):
-            os.fstat(fd)                       # the descriptor it was given, closed
+            os.fstat(fd)  # the descriptor it was given, closed
     finally:
         shm.close()
         shm.unlink()
@@ -368,17 +385,24 @@ def _read_only_shared_int64():
     return _core._tensor_in_segment(segment, offset, shape, strides, dtype, True)
 
 
-@pytest.mark.parametrize("counter", [
-    lambda: None, lambda: dl.zeros((1,), "int64"), lambda: dl.zeros((1,), "int32", shared=True),
-    lambda: dl.zeros((0,), "int64", shared=True),
-    lambda: dl.zeros((2,), "int64", shared=True).view(dl.uint8)[3:11].view(dl.int64),
-    _read_only_shared_int64])
+@pytest.mark.parametrize(
+    "counter",
+    [
+        lambda: None,
+        lambda: dl.zeros((1,), "int64"),
+        lambda: dl.zeros((1,), "int32", shared=True),
+        lambda: dl.zeros((0,), "int64", shared=True),
+        lambda: dl.zeros((2,), "int64", shared=True).view(dl.uint8)[3:11].view(dl.int64),
+        _read_only_shared_int64,
+    ],
+)
 def test_a_crafted_cuda_handle_with_a_bad_counter_is_refused_first(counter):
     # The receivers' count goes down when the received Tensor dies, where an error could
     # only be swallowed: it is checked with the rest of the handle, before the driver.
     with pytest.raises(TypeError, match="a counter is a writable int64 Tensor in shared"):
-        _core._tensor_from_cuda_ipc(bytes(64), 0, 0, bytes(64), (4,), (1,), (2, 32, 1),
-                                    False, counter())
+        _core._tensor_from_cuda_ipc(
+            bytes(64), 0, 0, bytes(64), (4,), (1,), (2, 32, 1), False, counter()
+        )
 
 
 def test_a_crafted_cuda_handle_without_a_gpu_is_an_error_not_a_crash():
@@ -392,4 +416,4 @@ def test_a_crafted_cuda_handle_without_a_gpu_is_an_error_not_a_crash():
             print(type(e).__name__)
     """)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "CUDAError"     # no device here: the driver refuses
+    assert proc.stdout.strip() == "CUDAError"  # no device here: the driver refuses

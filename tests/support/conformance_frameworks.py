@@ -1,12 +1,12 @@
 """Frameworks described for the conformance checker's tests (tests/tools/test_conformance.py),
 given to it as "conformance_frameworks:NAME" (tests/support/ is on sys.path there and in the child
 process the checker starts)."""
+
 import faulthandler
 
 import numpy as np
 
-from dlinterop.testing import _conformance
-from dlinterop.testing import Framework, framework
+from dlinterop.testing import Framework, _conformance, framework
 
 
 def crashing():
@@ -19,8 +19,9 @@ def crashing():
             faulthandler._sigsegv()
         return base.from_dlpack(obj, **kwargs)
 
-    return Framework("crashing", base.make, from_dlpack, base.dtypes, base.view,
-                     base.readonly, base.writable)
+    return Framework(
+        "crashing", base.make, from_dlpack, base.dtypes, base.view, base.readonly, base.writable
+    )
 
 
 class Careless:
@@ -40,11 +41,15 @@ class Careless:
 
 def careless():
     def from_dlpack(obj, **kwargs):
-        capsule = obj.__dlpack__(**kwargs)
+        obj.__dlpack__(**kwargs)
         return Careless(np.zeros(1))  # the capsule is dropped unconsumed, the data ignored
 
-    return Framework("careless", lambda v, d: Careless(np.asarray(v).astype(d)), from_dlpack,
-                     frozenset({"float32", "float64", "int32"}))
+    return Framework(
+        "careless",
+        lambda v, d: Careless(np.asarray(v).astype(d)),
+        from_dlpack,
+        frozenset({"float32", "float64", "int32"}),
+    )
 
 
 def not_a_framework():
@@ -72,16 +77,24 @@ def bit_careless():
     def make(values, dtype):
         a = np.ascontiguousarray(np.asarray(values).astype(_numpy_dtype(dtype)))
         d = dl.dtype(dtype)
-        return _conformance.Producer(payload=a.tobytes(), shape=a.shape, code=d.code,
-                                     bits=d.bits, strides=tuple(s // a.itemsize
-                                                                for s in a.strides),
-                                     flags=1 << 9)
+        return _conformance.Producer(
+            payload=a.tobytes(),
+            shape=a.shape,
+            code=d.code,
+            bits=d.bits,
+            strides=tuple(s // a.itemsize for s in a.strides),
+            flags=1 << 9,
+        )
 
     def from_dlpack(obj, **kwargs):
         if isinstance(obj, _conformance.Producer):
             obj.flags &= ~4
         return dl.from_dlpack(obj, **kwargs)
 
-    return Framework("bit_careless", make, from_dlpack,
-                     frozenset({"float32", "float4_e2m1fn", "int4"}),
-                     unexportable=_NoDLPackType)
+    return Framework(
+        "bit_careless",
+        make,
+        from_dlpack,
+        frozenset({"float32", "float4_e2m1fn", "int4"}),
+        unexportable=_NoDLPackType,
+    )

@@ -1,6 +1,7 @@
 """Building a Cython extension against the installed dlinterop, as a downstream package
 does: shared by the Cython API tests (tests/extensions/test_cython_api.py) and the way-out
 tests, which build the example downstream kernels (tests/interop/test_frameworks.py)."""
+
 import importlib.util
 import os
 import subprocess
@@ -27,15 +28,33 @@ def build_extension(source, name, directory, include_root=None):
     c_file = os.path.join(directory, name + ".c")
     with open(pyx, "w") as f:
         f.write(textwrap.dedent(source))
-    subprocess.run([sys.executable, "-m", "cython", "-3", "-I", include_root or pxd_root(),
-                    pyx, "-o", c_file], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "cython", "-3", "-I", include_root or pxd_root(), pyx, "-o", c_file],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     out = os.path.join(directory, name + sysconfig.get_config_var("EXT_SUFFIX"))
     flags = [sysconfig.get_config_var(v) or "" for v in ("LDSHARED", "CFLAGS", "CCSHARED")]
     # -O0: Cython's memoryview support is 30k lines of C that take gcc 9 s at -O3 and 2 s
     # at -O0; these tests check behaviour, not speed.
-    subprocess.run(" ".join(flags).split() + [
-        "-O0", "-g0", "-I", sysconfig.get_paths()["include"], "-I", dl.get_include(),
-        c_file, "-o", out], check=True, capture_output=True, text=True)
+    subprocess.run(
+        " ".join(flags).split()
+        + [
+            "-O0",
+            "-g0",
+            "-I",
+            sysconfig.get_paths()["include"],
+            "-I",
+            dl.get_include(),
+            c_file,
+            "-o",
+            out,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return out
 
 

@@ -172,11 +172,15 @@ def _check_layout():
         DLPackVersion: (8, {}),
         DLDevice: (8, {}),
         DLDataType: (4, {"bits": 1, "lanes": 2}),
-        DLTensor: (48, {"device": 8, "ndim": 16, "dtype": 20, "shape": 24,
-                        "strides": 32, "byte_offset": 40}),
+        DLTensor: (
+            48,
+            {"device": 8, "ndim": 16, "dtype": 20, "shape": 24, "strides": 32, "byte_offset": 40},
+        ),
         DLManagedTensor: (64, {"manager_ctx": 48, "deleter": 56}),
-        DLManagedTensorVersioned: (80, {"manager_ctx": 8, "deleter": 16, "flags": 24,
-                                        "dl_tensor": 32}),
+        DLManagedTensorVersioned: (
+            80,
+            {"manager_ctx": 8, "deleter": 16, "flags": 24, "dl_tensor": 32},
+        ),
     }
     for struct, (size, offsets) in expect.items():
         assert ctypes.sizeof(struct) == size, (struct.__name__, ctypes.sizeof(struct))
@@ -193,15 +197,14 @@ _check_layout()
 # ---------------------------------------------------------------------------------------
 
 _api = ctypes.pythonapi
-_PyCapsule_New = PYFUNCTYPE(ctypes.py_object, c_void_p, c_char_p, c_void_p)(
-    ("PyCapsule_New", _api))
+_PyCapsule_New = PYFUNCTYPE(ctypes.py_object, c_void_p, c_char_p, c_void_p)(("PyCapsule_New", _api))
 # The capsule is passed as a raw address (no incref/decref): safe inside its destructor.
 _PyCapsule_IsValid = PYFUNCTYPE(c_int, c_void_p, c_char_p)(("PyCapsule_IsValid", _api))
-_PyCapsule_GetPointer = PYFUNCTYPE(c_void_p, c_void_p, c_char_p)(
-    ("PyCapsule_GetPointer", _api))
+_PyCapsule_GetPointer = PYFUNCTYPE(c_void_p, c_void_p, c_char_p)(("PyCapsule_GetPointer", _api))
 _PyCapsule_GetName = PYFUNCTYPE(c_char_p, ctypes.py_object)(("PyCapsule_GetName", _api))
 _PyCapsule_SetDestructor = PYFUNCTYPE(c_int, ctypes.py_object, c_void_p)(
-    ("PyCapsule_SetDestructor", _api))
+    ("PyCapsule_SetDestructor", _api)
+)
 
 # Capsules keep a raw pointer to their name: every name ever used stays alive here.
 _NAMES = {}
@@ -240,9 +243,14 @@ def _note_pending(where, _probe=_PyErr_Occurred, _seen=PENDING_SEEN):
         _seen.append(f"{where}: {type(e).__name__}: {e}")
 
 
-def _capsule_destructor(cap, _info=_CAPSULE_INFO, _is_valid=_PyCapsule_IsValid,
-                        _get_pointer=_PyCapsule_GetPointer, _raw=_RAW_DELETER,
-                        _vp=c_void_p):
+def _capsule_destructor(
+    cap,
+    _info=_CAPSULE_INFO,
+    _is_valid=_PyCapsule_IsValid,
+    _get_pointer=_PyCapsule_GetPointer,
+    _raw=_RAW_DELETER,
+    _vp=c_void_p,
+):
     _note_pending("capsule destructor")
     info = _info.pop(cap, None)
     if info is None:
@@ -409,8 +417,10 @@ class Forged:
         self.capsule = None
 
     def __repr__(self):
-        return (f"<Forged {'versioned' if self.versioned else 'legacy'} name={self.name!r} "
-                f"shape={self.shape} dtype={self.dtype} deleter_calls={self.deleter_calls}>")
+        return (
+            f"<Forged {'versioned' if self.versioned else 'legacy'} name={self.name!r} "
+            f"shape={self.shape} dtype={self.dtype} deleter_calls={self.deleter_calls}>"
+        )
 
     def __del__(self):
         # CPython runs __del__ with any pending exception saved, so releasing the capsule
@@ -443,9 +453,24 @@ class Forged:
                 pass
 
 
-def forge(shape=(2, 3), dtype=(2, 32, 1), *, versioned=True, strides=None, byte_offset=0,
-          device=(1, 0), data="auto", readonly=False, flags=None, version=(1, 3),
-          ndim=None, null_shape=False, null_deleter=False, name=None, nbytes=None):
+def forge(
+    shape=(2, 3),
+    dtype=(2, 32, 1),
+    *,
+    versioned=True,
+    strides=None,
+    byte_offset=0,
+    device=(1, 0),
+    data="auto",
+    readonly=False,
+    flags=None,
+    version=(1, 3),
+    ndim=None,
+    null_shape=False,
+    null_deleter=False,
+    name=None,
+    nbytes=None,
+):
     """Forge a DLPack tensor and its capsule; returns a :class:`Forged`.
 
     shape, dtype=(code, bits, lanes), device=(device_type, device_id), byte_offset,
@@ -493,8 +518,9 @@ def forge(shape=(2, 3), dtype=(2, 32, 1), *, versioned=True, strides=None, byte_
     # data
     f.data = None
     if isinstance(data, str) and data == "auto":
-        size, shift = _auto_layout(shape, strides, dtype, f.byte_offset,
-                                   bool(versioned and flags & IS_SUBBYTE_TYPE_PADDED))
+        size, shift = _auto_layout(
+            shape, strides, dtype, f.byte_offset, bool(versioned and flags & IS_SUBBYTE_TYPE_PADDED)
+        )
         if nbytes is not None:
             size = max(int(nbytes), 1)
             shift = shift if shift < size else 0

@@ -1,5 +1,6 @@
 """What the multiprocessing tests run in child processes (importable by name: spawned and
 forkserver children import it again)."""
+
 import os
 import signal
 import time
@@ -15,8 +16,14 @@ def put_result(q, fn, *args):
 
 def describe(t):
     """What the child sees: whether shared, its layout and flags, and its values."""
-    return (t.is_shared, t.shape, t.strides, str(t.dtype), t.readonly,
-            np.from_dlpack(t).tolist() if t.dtype != dl.bfloat16 else None)
+    return (
+        t.is_shared,
+        t.shape,
+        t.strides,
+        str(t.dtype),
+        t.readonly,
+        np.from_dlpack(t).tolist() if t.dtype != dl.bfloat16 else None,
+    )
 
 
 def write(t, index, value):
@@ -86,8 +93,10 @@ class _UnreceivableTensor:
     def __reduce__(self):
         from dlinterop._integrations import multiprocessing as _multiprocessing
 
-        return (_multiprocessing._rebuild_tensor,
-                (_GoneSegment(), 0, (4,), (1,), (2, 32, 1), False))
+        return (
+            _multiprocessing._rebuild_tensor,
+            (_GoneSegment(), 0, (4,), (1,), (2, 32, 1), False),
+        )
 
 
 def unreceivable(*args):

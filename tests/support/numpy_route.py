@@ -7,6 +7,7 @@ in place with ctypes.
 A test module takes the fixtures by importing them (pytest finds fixtures among a module's
 names); `numpy_route` is autouse, so importing it is all a module does to run twice.
 """
+
 import ctypes
 import math
 
@@ -43,7 +44,7 @@ def numpy_route(request):
     if native and not NUMPY_ROUTE_USABLE:
         pytest.skip("this NumPy's __dlpack__ normalises strides: the native route is off")
     previous = dl._core._set_numpy_route(native)
-    dl.from_dlpack(np.zeros(1))   # decides the route now
+    dl.from_dlpack(np.zeros(1))  # decides the route now
     assert dl._core._numpy_route() is native
     yield request.param
     dl._core._set_numpy_route(previous)
@@ -52,9 +53,11 @@ def numpy_route(request):
 # Private function objects: setting restype/argtypes on ctypes.pythonapi.<name> would leak
 # into every other user of ctypes.pythonapi in the process.
 _PyCapsule_GetName = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(
-    ("PyCapsule_GetName", ctypes.pythonapi))
+    ("PyCapsule_GetName", ctypes.pythonapi)
+)
 _PyCapsule_GetPointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", ctypes.pythonapi))
+    ("PyCapsule_GetPointer", ctypes.pythonapi)
+)
 
 
 def capsule_name(capsule):
@@ -71,12 +74,15 @@ def _read_dltensor(address):
         "data_ptr": data + u64(address + 40).value,
         "device": (i32(address + 8).value, i32(address + 12).value),
         "ndim": ndim,
-        "dtype": (ctypes.c_uint8.from_address(address + 20).value,
-                  ctypes.c_uint8.from_address(address + 21).value,
-                  ctypes.c_uint16.from_address(address + 22).value),
+        "dtype": (
+            ctypes.c_uint8.from_address(address + 20).value,
+            ctypes.c_uint8.from_address(address + 21).value,
+            ctypes.c_uint16.from_address(address + 22).value,
+        ),
         "shape": None if not shape_ptr else tuple((ctypes.c_int64 * ndim).from_address(shape_ptr)),
-        "strides": None if not strides_ptr else tuple(
-            (ctypes.c_int64 * ndim).from_address(strides_ptr)),
+        "strides": None
+        if not strides_ptr
+        else tuple((ctypes.c_int64 * ndim).from_address(strides_ptr)),
     }
 
 
@@ -85,8 +91,10 @@ def inspect_capsule(capsule):
     name = capsule_name(capsule)
     address = _PyCapsule_GetPointer(capsule, name.encode())
     if name == "dltensor_versioned":
-        version = (ctypes.c_uint32.from_address(address).value,
-                   ctypes.c_uint32.from_address(address + 4).value)
+        version = (
+            ctypes.c_uint32.from_address(address).value,
+            ctypes.c_uint32.from_address(address + 4).value,
+        )
         flags = ctypes.c_uint64.from_address(address + 24).value
         return version, flags, _read_dltensor(address + 32)
     assert name == "dltensor"

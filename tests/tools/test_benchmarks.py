@@ -1,5 +1,6 @@
 """The benchmarks run: the side-by-side runner prints its table, and every asv benchmark's
 setup and one call work for every parameter combination. No timing is judged here."""
+
 import importlib
 import importlib.util
 import inspect
@@ -13,22 +14,33 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SUITE = os.path.join(REPO, "benchmarks", "benchmarks")
-MODULES = sorted(name[:-3] for name in os.listdir(SUITE)
-                 if name.startswith("bench_") and name.endswith(".py"))
+MODULES = sorted(
+    name[:-3] for name in os.listdir(SUITE) if name.startswith("bench_") and name.endswith(".py")
+)
 PREFIXES = ("time_", "peakmem_", "track_", "timeraw_", "mem_")
 
 
 def run(args, timeout=300):
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=REPO,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, cwd=REPO, timeout=timeout
+    )
 
 
 def test_runner_smoke_prints_every_section_and_writes_json(tmp_path):
     path = tmp_path / "results.json"
     out = run(["-m", "benchmarks", "--smoke", "--json", str(path)])
     assert out.returncode == 0, out.stdout + out.stderr
-    for heading in ("Export:", "Import:", "Consumers:", "Round trips:", "Allocation:",
-                    "Copies:", "Size scaling:", "Import time", "Across processes"):
+    for heading in (
+        "Export:",
+        "Import:",
+        "Consumers:",
+        "Round trips:",
+        "Allocation:",
+        "Copies:",
+        "Size scaling:",
+        "Import time",
+        "Across processes",
+    ):
         assert heading in out.stdout
     assert "ratio" in out.stdout
     assert "targets met:" in out.stdout
@@ -73,29 +85,52 @@ def suite():
     """The asv suite imported as the package benchmarks.benchmarks."""
     sys.path.insert(0, REPO)
     try:
-        yield {name: importlib.import_module(f"benchmarks.benchmarks.{name}")
-               for name in MODULES}
+        yield {name: importlib.import_module(f"benchmarks.benchmarks.{name}") for name in MODULES}
     finally:
         sys.path.remove(REPO)
 
 
 def benchmark_classes(module):
-    return [cls for _, cls in inspect.getmembers(module, inspect.isclass)
-            if cls.__module__ == module.__name__
-            and any(name.startswith(PREFIXES) for name in dir(cls))]
+    return [
+        cls
+        for _, cls in inspect.getmembers(module, inspect.isclass)
+        if cls.__module__ == module.__name__ and any(name.startswith(PREFIXES) for name in dir(cls))
+    ]
 
 
 def test_suite_has_the_areas_of_the_issue():
-    assert {"bench_export", "bench_import", "bench_roundtrip", "bench_alloc", "bench_copy",
-            "bench_startup"} <= set(MODULES)
+    assert {
+        "bench_export",
+        "bench_import",
+        "bench_roundtrip",
+        "bench_alloc",
+        "bench_copy",
+        "bench_startup",
+    } <= set(MODULES)
 
 
 # Attributes asv reads as benchmark settings from a benchmark's function, class or module:
 # a module-level import under one of these names (the child-process helpers imported as
 # "processes") stops asv's discovery of the whole suite with a TypeError.
-ASV_SETTINGS = ("processes", "rounds", "repeat", "number", "timeout", "warmup_time",
-                "sample_time", "min_run_count", "timer", "pretty_name", "version", "unit",
-                "params", "param_names", "setup", "teardown", "setup_cache")
+ASV_SETTINGS = (
+    "processes",
+    "rounds",
+    "repeat",
+    "number",
+    "timeout",
+    "warmup_time",
+    "sample_time",
+    "min_run_count",
+    "timer",
+    "pretty_name",
+    "version",
+    "unit",
+    "params",
+    "param_names",
+    "setup",
+    "teardown",
+    "setup_cache",
+)
 
 
 @pytest.mark.parametrize("module_name", MODULES)
@@ -110,7 +145,7 @@ def test_every_benchmark_sets_up_and_runs_once(suite, module_name, monkeypatch):
     if hasattr(module, "ROUND_TRIPS"):
         monkeypatch.setattr(module, "ROUND_TRIPS", 1000)
     if hasattr(module, "ELEMENTS"):
-        monkeypatch.setattr(module, "ELEMENTS", 1 << 14)    # not 256 MiB, to prove it runs
+        monkeypatch.setattr(module, "ELEMENTS", 1 << 14)  # not 256 MiB, to prove it runs
     classes = benchmark_classes(module)
     assert classes, f"{module_name} holds no benchmarks"
     ran = 0
@@ -134,8 +169,9 @@ def test_every_benchmark_sets_up_and_runs_once(suite, module_name, monkeypatch):
                     if hasattr(instance, "teardown"):
                         instance.teardown(*combination)
                 except Exception as exc:
-                    failures.append(f"{cls.__name__}{combination}.teardown after a skipped "
-                                    f"setup: {exc!r}")
+                    failures.append(
+                        f"{cls.__name__}{combination}.teardown after a skipped setup: {exc!r}"
+                    )
                 continue
             except Exception as exc:
                 failures.append(f"{cls.__name__}{combination}.setup: {exc!r}")
@@ -144,8 +180,12 @@ def test_every_benchmark_sets_up_and_runs_once(suite, module_name, monkeypatch):
                 try:
                     result = getattr(instance, name)(*combination)
                     if name.startswith("timeraw_"):
-                        out = subprocess.run([sys.executable, "-c", result],
-                                             capture_output=True, text=True, timeout=120)
+                        out = subprocess.run(
+                            [sys.executable, "-c", result],
+                            capture_output=True,
+                            text=True,
+                            timeout=120,
+                        )
                         assert out.returncode == 0, out.stderr
                     ran += 1
                 except Exception as exc:
@@ -204,6 +244,7 @@ def test_runner_draws_its_plot(tmp_path):
 
 def test_runner_plot_of_nothing_plottable_is_an_error(tmp_path):
     pytest.importorskip("matplotlib", reason="--plot draws with matplotlib (the docs extra)")
-    out = run(["-m", "benchmarks", "--smoke", "-k", "zeros((1024", "--plot",
-               str(tmp_path / "p.svg")])
+    out = run(
+        ["-m", "benchmarks", "--smoke", "-k", "zeros((1024", "--plot", str(tmp_path / "p.svg")]
+    )
     assert out.returncode != 0 and "none of the plotted rows" in out.stderr

@@ -1,5 +1,6 @@
 """The command line, python -m dlinterop: the report by default, the info, check and bench
 commands, --help and --version, and argparse's usage errors (exit 2) for anything else."""
+
 import io
 import json
 import os
@@ -13,8 +14,9 @@ import dlinterop.testing
 
 
 def cli(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "dlinterop", *args], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "dlinterop", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_help_lists_every_command():
@@ -31,8 +33,17 @@ def test_version_is_the_package_version():
     assert out.stdout.strip() == f"dlinterop {dl.__version__}"
 
 
-@pytest.mark.parametrize("args", [["chek"], ["report"], ["--bogus"], ["info", "extra"],
-                                  ["bench", "--repeats", "many"], ["check", "--role", "both"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["chek"],
+        ["report"],
+        ["--bogus"],
+        ["info", "extra"],
+        ["bench", "--repeats", "many"],
+        ["check", "--role", "both"],
+    ],
+)
 def test_an_unknown_word_or_option_is_a_usage_error(args):
     out = cli(*args)
     assert out.returncode == 2
@@ -91,6 +102,7 @@ def test_bench_refuses_an_unknown_peer_and_a_repeat_count_below_one():
 
 # -- what cannot be done is an error, never a quiet success or a traceback -----------------
 
+
 def test_check_of_a_framework_that_is_not_installed_is_an_error():
     # Regression: without CuPy, check cupy printed 65 "n/a" and exited 0, --strict too.
     out = cli("check", "no_such_module:framework", "--strict", "framework")
@@ -100,6 +112,7 @@ def test_check_of_a_framework_that_is_not_installed_is_an_error():
 
 def test_check_cupy_without_cupy_is_an_error():
     import importlib.util
+
     if importlib.util.find_spec("cupy") is not None:
         pytest.skip("CuPy is installed here: this is the machine without it")
     out = cli("check", "cupy", "--strict", "cupy")
@@ -111,12 +124,15 @@ def test_every_name_is_checked_before_anything_runs():
     assert out.returncode == 2 and out.stdout == ""
 
 
-@pytest.mark.parametrize("command", [["check", "dlinterop", "--rule", "producer.device"],
-                                     ["bench", "--repeats", "1"]])
+@pytest.mark.parametrize(
+    "command", [["check", "dlinterop", "--rule", "producer.device"], ["bench", "--repeats", "1"]]
+)
 def test_json_into_a_directory_is_a_usage_error(command, tmp_path):
     # Regression: --json DIR ran everything, then ended in IsADirectoryError's traceback.
-    for path, error in ((tmp_path, "is a directory"),
-                        (tmp_path / "missing" / "out.json", "no directory")):
+    for path, error in (
+        (tmp_path, "is a directory"),
+        (tmp_path / "missing" / "out.json", "no directory"),
+    ):
         out = cli(*command, "--json", str(path))
         assert out.returncode == 2 and out.stdout == ""
         assert "argument --json" in out.stderr and error in out.stderr
@@ -124,11 +140,12 @@ def test_json_into_a_directory_is_a_usage_error(command, tmp_path):
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-@pytest.mark.parametrize("command", [["check", "dlinterop", "--rule", "producer.device"],
-                                     ["bench", "--repeats", "1"]])
+@pytest.mark.parametrize(
+    "command", [["check", "dlinterop", "--rule", "producer.device"], ["bench", "--repeats", "1"]]
+)
 def test_json_that_cannot_be_written_is_an_error_after_the_table(command):
     out = cli(*command, "--json", "/dev/full")
-    assert out.returncode == 1 and out.stdout              # the table is there
+    assert out.returncode == 1 and out.stdout  # the table is there
     assert "cannot write '/dev/full'" in out.stderr and "Traceback" not in out.stderr
 
 
@@ -147,10 +164,21 @@ def test_a_rule_outside_the_role_is_a_usage_error():
 def test_a_framework_that_cannot_be_set_up_fails_strict():
     support = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
     env = dict(os.environ, PYTHONPATH=support)
-    out = subprocess.run([sys.executable, "-m", "dlinterop", "check",
-                          "conformance_frameworks:not_a_framework", "--strict",
-                          "not_a_framework"], capture_output=True, text=True, timeout=300,
-                         env=env)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dlinterop",
+            "check",
+            "conformance_frameworks:not_a_framework",
+            "--strict",
+            "not_a_framework",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     rules = len(dlinterop.testing.RULES)
     assert out.returncode == 1, out.stderr
     assert f"not_a_framework: 0 passed, {rules} failed, 0 n/a" in out.stdout
@@ -159,6 +187,7 @@ def test_a_framework_that_cannot_be_set_up_fails_strict():
 
 def test_bench_says_which_peers_are_not_installed(monkeypatch):
     from dlinterop._cli import bench as _bench
+
     real = _bench.importlib.import_module
 
     def without_torch(name):
@@ -173,9 +202,12 @@ def test_bench_says_which_peers_are_not_installed(monkeypatch):
 
 
 def test_a_reader_that_goes_away_is_not_a_traceback():
-    proc = subprocess.Popen([sys.executable, "-m", "dlinterop", "check", "--list"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    proc.stdout.close()                  # before the child writes: its writes hit EPIPE
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dlinterop", "check", "--list"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdout.close()  # before the child writes: its writes hit EPIPE
     _out, err = proc.communicate(timeout=120)
     assert b"Traceback" not in err and b"Exception ignored" not in err
     assert proc.returncode == 1

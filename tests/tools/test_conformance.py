@@ -1,4 +1,5 @@
 """dlinterop.testing and `python -m dlinterop check`: the DLPack conformance checker."""
+
 import json
 import os
 import subprocess
@@ -13,8 +14,14 @@ SUPPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def run_cli(*args, **kwargs):
     env = {**os.environ, "PYTHONPATH": SUPPORT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, "-m", "dlinterop", "check", *args],
-                          capture_output=True, text=True, timeout=600, env=env, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "dlinterop", "check", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        **kwargs,
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +44,7 @@ def test_dlinterop_passes_every_rule_it_is_checked_on():
     dt.assert_conforms(report)
     counts = report.counts()
     assert counts["fail"] == 0
-    assert counts["pass"] >= 50      # fewer where ml_dtypes is missing (its rules are n/a)
+    assert counts["pass"] >= 50  # fewer where ml_dtypes is missing (its rules are n/a)
     assert {r.rule for r in report.results} == {r.id for r in dt.RULES}
     # Where a rule does not apply, it says why.
     assert all(r.reason for r in report.results if r.result == "n/a")
@@ -48,9 +55,16 @@ def test_numpy_is_checked_both_ways():
     assert {r.role for r in report.results} == {"producer", "consumer"}
     results = {r.rule: r for r in report.results}
     # What NumPy certainly does (any NumPy 2.x).
-    for rule in ("producer.default-legacy", "producer.max-version-1.3", "producer.values",
-                 "producer.negative-strides", "consumer.imports", "consumer.deleter-once",
-                 "consumer.malformed-name", "consumer.malformed-major-2"):
+    for rule in (
+        "producer.default-legacy",
+        "producer.max-version-1.3",
+        "producer.values",
+        "producer.negative-strides",
+        "consumer.imports",
+        "consumer.deleter-once",
+        "consumer.malformed-name",
+        "consumer.malformed-major-2",
+    ):
         assert results[rule].result == "pass", results[rule]
     assert results["producer.exchange-api"].result == "n/a"
 
@@ -67,7 +81,7 @@ def test_a_crash_fails_its_rule_and_the_run_goes_on():
 
 def test_a_careless_framework_fails_with_reasons():
     fw = dt.framework("conformance_frameworks:careless")
-    report = dt.check(fw)           # a Framework object: checked in this process
+    report = dt.check(fw)  # a Framework object: checked in this process
     results = {r.rule: r for r in report.results}
     assert results["producer.versioned-recommended"].result == "fail"
     assert results["producer.keyword-only"].result == "fail"
@@ -83,7 +97,7 @@ def test_a_careless_framework_fails_with_reasons():
 
 
 def test_bit_pattern_rules_catch_a_framework_that_misreads_bits():
-    pytest.importorskip("ml_dtypes")    # (the sub-byte values are ml_dtypes')
+    pytest.importorskip("ml_dtypes")  # (the sub-byte values are ml_dtypes')
     report = dt.check(dt.framework("conformance_frameworks:bit_careless"))
     results = {r.rule: r for r in report.results}
     assert results["producer.flags-known"].result == "fail"
@@ -98,12 +112,16 @@ def test_bit_pattern_rules_catch_a_framework_that_misreads_bits():
 
 def test_dlinterop_reads_every_sub_byte_export_exactly():
     pytest.importorskip("ml_dtypes")
-    report = dt.check_producer("dlinterop", rules=["producer.dtype-float6-float4",
-                                                   "producer.dtype-subbyte-integers",
-                                                   "producer.flags-known"])
+    report = dt.check_producer(
+        "dlinterop",
+        rules=[
+            "producer.dtype-float6-float4",
+            "producer.dtype-subbyte-integers",
+            "producer.flags-known",
+        ],
+    )
     assert report.counts() == {"pass": 3, "fail": 0, "n/a": 0}, report.results
-    assert "int4" in {r.rule: r for r in report.results}[
-        "producer.dtype-subbyte-integers"].reason
+    assert "int4" in {r.rule: r for r in report.results}["producer.dtype-subbyte-integers"].reason
 
 
 def test_api_rejects_bad_arguments():
@@ -131,8 +149,9 @@ def test_api_refuses_what_would_check_nothing():
 
 
 def test_a_framework_that_cannot_be_set_up_fails_every_rule():
-    report = dt.check_producer("conformance_frameworks:not_a_framework",
-                               rules=["producer.device", "producer.values"])
+    report = dt.check_producer(
+        "conformance_frameworks:not_a_framework", rules=["producer.device", "producer.values"]
+    )
     assert [r.result for r in report.results] == ["fail", "fail"]
     assert all(r.reason.startswith("cannot be set up: TypeError") for r in report.results)
     with pytest.raises(AssertionError, match="fails 2 DLPack rules"):
@@ -156,8 +175,7 @@ def test_cli_table_json_and_markdown(tmp_path):
 
 
 def test_cli_strict_fails_for_a_failing_framework_and_lists_rules():
-    out = run_cli("conformance_frameworks:careless", "--role", "producer",
-                  "--strict", "careless")
+    out = run_cli("conformance_frameworks:careless", "--role", "producer", "--strict", "careless")
     assert out.returncode == 1
     assert "careless producer.keyword-only" in out.stdout
     listing = run_cli("numpy", "--list")
@@ -168,12 +186,18 @@ def test_cli_strict_fails_for_a_failing_framework_and_lists_rules():
 
 
 def test_malformed_producers_count_their_deleter_calls():
-    from dlinterop.testing import _conformance
     import gc
 
     import dlinterop as dl
-    for fields in ({"major": 2}, {"code": 99}, {"device_type": 99}, {"shape": (-1,)},
-                   {"name": "not_a_dltensor"}):
+    from dlinterop.testing import _conformance
+
+    for fields in (
+        {"major": 2},
+        {"code": 99},
+        {"device_type": 99},
+        {"shape": (-1,)},
+        {"name": "not_a_dltensor"},
+    ):
         p = _conformance.Producer(**fields)
         with pytest.raises((BufferError, ValueError)):
             dl.from_dlpack(p)

@@ -28,6 +28,7 @@ Conventions of the Markdown (docs/, README.md) that this file reads:
 * Blocks of other languages (``bash`` elsewhere, ``cython`` without a file name, plain
   fences for output) are shown, not run.
 """
+
 import ast
 import importlib.util
 import os
@@ -44,7 +45,8 @@ GUIDE_SCRIPT = os.path.join(REPO, "tests", "docs", "cython_guide.py")
 
 def _load_mdblocks():
     spec = importlib.util.spec_from_file_location(
-        "docs_mdblocks", os.path.join(REPO, "tests", "docs", "mdblocks.py"))
+        "docs_mdblocks", os.path.join(REPO, "tests", "docs", "mdblocks.py")
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -52,14 +54,26 @@ def _load_mdblocks():
 
 _mdblocks = _load_mdblocks()
 blocks, expected_output = _mdblocks.blocks, _mdblocks.expected_output
-OPTIONAL_PEERS = {"numpy", "torch", "jax", "jaxlib", "dask", "distributed", "ray", "cupy",
-                  "ml_dtypes", "tvm_ffi", "array_api_strict"}
+OPTIONAL_PEERS = {
+    "numpy",
+    "torch",
+    "jax",
+    "jaxlib",
+    "dask",
+    "distributed",
+    "ray",
+    "cupy",
+    "ml_dtypes",
+    "tvm_ffi",
+    "array_api_strict",
+}
 NEEDS = {"cuda": "needs a usable CUDA device: dlinterop.cuda.is_available() is False"}
 
 
 def pages():
     return ["README.md"] + sorted(
-        os.path.join("docs", n) for n in os.listdir(DOCS) if n.endswith(".md"))
+        os.path.join("docs", n) for n in os.listdir(DOCS) if n.endswith(".md")
+    )
 
 
 def read(page):
@@ -88,7 +102,7 @@ def missing_peers(code):
     try:
         tree = ast.parse(code)
     except SyntaxError:
-        return []                                # let the run fail and show it
+        return []  # let the run fail and show it
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -121,27 +135,48 @@ def test_page_examples_run(page, need, tmp_path):
         pytest.skip(f"{page}: its examples use {', '.join(absent)}, not installed here")
     script = tmp_path / "page_examples.py"
     script.write_text(code, encoding="utf-8")
-    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, (f"{page}: the examples fail (exit {proc.returncode})\n"
-                                  f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, (
+        f"{page}: the examples fail (exit {proc.returncode})\n"
+        f"{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    )
     printed = [line.rstrip() for line in proc.stdout.splitlines()]
     assert printed == [line.rstrip() for line in expected_output(code)], (
-        f"{page}: printed output differs from the page's #> lines")
+        f"{page}: printed output differs from the page's #> lines"
+    )
 
 
 def test_the_parser_reads_the_conventions():
-    text = "\n".join([
-        "```python", "print(1)", "#> 1", "```", "",
-        "<!-- needs: cuda -->", "", "```python", "x = 2", "```",
-        "`pkg/setup.py`:", "```python", "setup()", "```",
-        "~~~bash", "echo hi", "~~~",
-    ])
+    text = "\n".join(
+        [
+            "```python",
+            "print(1)",
+            "#> 1",
+            "```",
+            "",
+            "<!-- needs: cuda -->",
+            "",
+            "```python",
+            "x = 2",
+            "```",
+            "`pkg/setup.py`:",
+            "```python",
+            "setup()",
+            "```",
+            "~~~bash",
+            "echo hi",
+            "~~~",
+        ]
+    )
     got = blocks(text)
-    assert got == [("python", "print(1)\n#> 1\n", None, None),
-                   ("python", "x = 2\n", "cuda", None),
-                   ("python", "setup()\n", None, "pkg/setup.py"),
-                   ("bash", "echo hi\n", None, None)]
+    assert got == [
+        ("python", "print(1)\n#> 1\n", None, None),
+        ("python", "x = 2\n", "cuda", None),
+        ("python", "setup()\n", None, "pkg/setup.py"),
+        ("bash", "echo hi\n", None, None),
+    ]
     assert expected_output("print(1)\n#> 1\n    #>\n#>  two\n") == ["1", "", " two"]
     with pytest.raises(ValueError, match="unclosed"):
         blocks("```python\nx = 1\n")
@@ -195,11 +230,17 @@ def test_cython_guide():
     written, with their output checked. It needs a built wheel: CI sets DLINTEROP_WHEEL."""
     wheel = os.environ.get("DLINTEROP_WHEEL")
     if not wheel:
-        pytest.skip("DLINTEROP_WHEEL is not set: it names the dlinterop wheel to install in "
-                    "the guide's fresh virtualenv (.ci/run sets it and runs this test)")
+        pytest.skip(
+            "DLINTEROP_WHEEL is not set: it names the dlinterop wheel to install in "
+            "the guide's fresh virtualenv (.ci/run sets it and runs this test)"
+        )
     assert os.path.isfile(wheel), f"DLINTEROP_WHEEL={wheel}: no such file"
-    proc = subprocess.run([sys.executable, GUIDE_SCRIPT, "--wheel", wheel],
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, GUIDE_SCRIPT, "--wheel", wheel],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, f"{proc.stdout[-5000:]}\n{proc.stderr[-5000:]}"
 
 
@@ -209,8 +250,13 @@ def test_the_cli_page_names_every_command_and_option():
     page = read(os.path.join("docs", "cli.md"))
 
     def help_text(*words):
-        proc = subprocess.run([sys.executable, "-m", "dlinterop", *words, "--help"],
-                              capture_output=True, text=True, timeout=120, cwd=DOCS)
+        proc = subprocess.run(
+            [sys.executable, "-m", "dlinterop", *words, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=DOCS,
+        )
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 

@@ -1,5 +1,5 @@
 """Packaging properties: what importing costs and pulls in, the stubs, the main job."""
-import importlib.util
+
 import os
 import subprocess
 import sys
@@ -12,22 +12,27 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def run_python(code, **kwargs):
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, **kwargs
+    )
 
 
 def test_import_does_not_import_optional_peers():
-    out = run_python("import sys, dlinterop, dlinterop.cuda; "
-                     "print(sorted(m for m in ('numpy', 'torch', 'jax', 'cupy', 'ml_dtypes', "
-                     "'dask', 'distributed', 'ray') "
-                     "if m in sys.modules))")
+    out = run_python(
+        "import sys, dlinterop, dlinterop.cuda; "
+        "print(sorted(m for m in ('numpy', 'torch', 'jax', 'cupy', 'ml_dtypes', "
+        "'dask', 'distributed', 'ray') "
+        "if m in sys.modules))"
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
 
 def test_import_without_cuda_reports_no_device():
-    out = run_python("import dlinterop as dl; print(dl.cuda.device_count(), dl.cuda.is_available())",
-                     env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    out = run_python(
+        "import dlinterop as dl; print(dl.cuda.device_count(), dl.cuda.is_available())",
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["0", "False"]
 
@@ -54,8 +59,9 @@ def test_get_include_holds_the_dlpack_header():
 
 
 def test_main_job_proves_zero_copy_with_numpy():
-    out = subprocess.run([sys.executable, "-m", "dlinterop"], capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "dlinterop"], capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     rows = [line.split() for line in out.stdout.splitlines() if line.startswith("numpy ")]
     assert len(rows) == 2
@@ -90,10 +96,21 @@ def test_stubs_match_the_runtime_for_the_whole_package(tmp_path):
         allowlist = str(tmp_path / "allowlist.txt")
         with open(allowlist, "w") as f:
             f.write(entries + "dlinterop\\._cuda\n")
-    out = subprocess.run([sys.executable, "-m", "mypy.stubtest", "dlinterop",
-                          "--allowlist", allowlist, "--ignore-unused-allowlist"],
-                         capture_output=True, text=True, timeout=300,
-                         cwd=_type_checker_cwd(tmp_path))
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy.stubtest",
+            "dlinterop",
+            "--allowlist",
+            allowlist,
+            "--ignore-unused-allowlist",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=_type_checker_cwd(tmp_path),
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     # The whole package, not only the compiled modules: dl.cuda and the main job included.
     assert "dlinterop.cuda" not in out.stdout, out.stdout
@@ -102,13 +119,27 @@ def test_stubs_match_the_runtime_for_the_whole_package(tmp_path):
 def test_user_code_type_checks_strictly(tmp_path):
     pytest.importorskip("mypy")
     script = os.path.join(REPO, "tests", "typing", "user_script.py")
-    out = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
-                          "--cache-dir", os.devnull, script], capture_output=True, text=True,
-                         timeout=300, cwd=_type_checker_cwd(tmp_path))
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--no-incremental",
+            "--cache-dir",
+            os.devnull,
+            script,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=_type_checker_cwd(tmp_path),
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     # And it runs: the script's own calls are real ones.
-    ran = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120,
-                         cwd=tmp_path)
+    ran = subprocess.run(
+        [sys.executable, script], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert ran.returncode == 0, ran.stderr
 
 
@@ -148,4 +179,11 @@ def test_package_ships_typing_marker_and_pxd_files():
     names = set(os.listdir(package))
     if "_core.pxd" not in names:  # an editable install serves sources from the checkout
         names |= set(os.listdir(os.path.join(REPO, "dlinterop")))
-    assert {"py.typed", "_core.pyi", "dlpack.pxd", "tensor.pxd", "_core.pxd", "frameworks.pxd"} <= names
+    assert {
+        "py.typed",
+        "_core.pyi",
+        "dlpack.pxd",
+        "tensor.pxd",
+        "_core.pxd",
+        "frameworks.pxd",
+    } <= names

@@ -1,6 +1,7 @@
 """What a user's type-checked code sees of dlinterop: mypy --strict must pass on this file
 (tests/tools/test_package.py with the installed mypy; .ci/typing.sh with the test extra's floor).
 Every assert_type fails the check if a public name comes out as Any or as the wrong type."""
+
 from typing import Any
 
 from typing_extensions import CapsuleType, assert_type
