@@ -29,8 +29,7 @@ from dlinterop._lib.rules cimport (
 )
 from dlinterop._lib.threadsafe cimport FREE_THREADED, type_version
 from dlinterop._lib.type_cache cimport (
-    dli_type_cache, type_cache_forget, type_cache_get, type_cache_last, type_cache_put,
-    type_cache_size,
+    dli_type_cache, type_cache_fetch, type_cache_forget, type_cache_last, type_cache_size,
 )
 
 import math

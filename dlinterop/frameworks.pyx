@@ -19,8 +19,7 @@ from dlinterop.dlpack cimport *
 from dlinterop._lib.rules cimport MAX_NDIM, dims_from_python, is_c_contiguous
 from dlinterop._lib.threadsafe cimport dict_get, type_version
 from dlinterop._lib.type_cache cimport (
-    dli_type_cache, type_cache_forget, type_cache_get, type_cache_last, type_cache_put,
-    type_cache_size,
+    dli_type_cache, type_cache_fetch, type_cache_forget, type_cache_last, type_cache_size,
 )
 from dlinterop._core cimport (
     DType, Device, Tensor, borrow_dltensor, checked_nbytes, device_from_dl,

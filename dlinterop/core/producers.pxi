@@ -64,21 +64,11 @@ cdef inline _Producer _producer_of(type cls):
 
 
 cdef _Producer _producer_lookup(type cls):
-    cdef _Producer p
-    # The cache hands out a reference of our own: without a GIL another thread may replace
-    # the entry meanwhile.
-    cdef PyObject* cached = type_cache_get(&_producer_cache, <PyObject*>cls, type_version(cls))
-    if cached != NULL:
-        p = <_Producer>cached
-        Py_DECREF(p)
-        return p
-    p = _describe_producer(cls)
-    type_cache_put(&_producer_cache, <PyObject*>cls, p.version_tag, <PyObject*>p,
-                   <PyObject*>_forget_producer_type)
-    return p
+    return <_Producer>type_cache_fetch(&_producer_cache, cls, _describe_producer,
+                                       _forget_producer_type)
 
 
-cdef _Producer _describe_producer(type cls):
+cdef object _describe_producer(type cls, unsigned int* tag):
     cdef _Producer p = _Producer.__new__(_Producer)
     p.api = <const DLPackExchangeAPI*>_lookup_exchange_api(cls)
     method = None
@@ -96,7 +86,7 @@ cdef _Producer _describe_producer(type cls):
     p.torch_native_offset = _torch_native_offset_for(cls) if p.torch else TORCH_BITS_UNUSABLE
     p.numpy_native = _numpy_native_for(cls)
     getattr(cls, "__dlpack__", None)   # a type lookup assigns the version tag if it has none
-    p.version_tag = type_version(cls)
+    p.version_tag = tag[0] = type_version(cls)
     dli_atomic_add(&_producer_descriptions, 1)
     return p
 

@@ -119,17 +119,14 @@ cdef inline _Adapter _adapter_of_type(type cls):
 
 
 cdef _Adapter _adapter_lookup(type cls):
-    cdef _Adapter a
-    cdef PyObject* cached = type_cache_get(&_adapter_cache, <PyObject*>cls, type_version(cls))
-    if cached != NULL:
-        a = <_Adapter>cached
-        Py_DECREF(a)
-        return a
-    a = _adapter_for_type(cls)
+    return <_Adapter>type_cache_fetch(&_adapter_cache, cls, _describe_adapter,
+                                      _forget_adapter_type)
+
+
+cdef object _describe_adapter(type cls, unsigned int* tag):
+    cdef _Adapter a = _adapter_for_type(cls)
     getattr(cls, "__dlpack__", None)   # a type lookup assigns the version tag if it has none
-    a.version_tag = type_version(cls)
-    type_cache_put(&_adapter_cache, <PyObject*>cls, a.version_tag, <PyObject*>a,
-                   <PyObject*>_forget_adapter_type)
+    a.version_tag = tag[0] = type_version(cls)
     return a
 
 
