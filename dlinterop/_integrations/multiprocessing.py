@@ -43,7 +43,7 @@ def _reduce_tensor(tensor):
     handle = _core._shared_handle(tensor)
     if handle is None:
         return tensor.__reduce_ex__(4)  # by value, in the pickle
-    return (_rebuild_tensor, handle)
+    return (_rebuild_tensor, tuple(handle))
 
 
 def _reduce_segment(segment):
@@ -247,73 +247,35 @@ def _receive_executor_results(process):
     manager.wait_result_broken_or_wakeup = wait_result_broken_or_wakeup
 
 
-# CUDA Tensors sent and not yet let go by every receiver: (tensor, receivers' count, event,
-# device). CUDA IPC maps the sender's own allocation into the receiver, so the sender keeps
-# the Tensor (and the event the receiver's stream waited on) until the count, a shared
-# int64 each receiver decrements when its Tensor dies, is back to 0. Checked at each send.
-_cuda_sent: list = []
-_cuda_sent_lock = _thread.allocate_lock()  # (threading would cost import time)
-
-
 def _reduce_cuda(tensor):
-    from dlinterop import _core
+    from dlinterop._integrations import cuda_ipc
 
-    sent = tensor
-    try:
-        handle, offset, event_handle, event = _core._cuda_ipc_handle(tensor)
-    except _core.CUDAError:
-        # Memory from a stream-ordered pool (dlinterop's own CUDA allocations where the
-        # device has one) has no IPC handle: send a device copy in memory that has.
-        sent = _core._share_cuda_tensor(tensor)
-        handle, offset, event_handle, event = _core._cuda_ipc_handle(sent)
-    counter = _core.zeros((1,), "int64", shared=True)
-    _core._shared_counter_add(counter, 1)  # one receiver, in flight
-    device = tensor.device.index
-    with _cuda_sent_lock:
-        _cuda_sent.append((sent, counter, event, device))
-    _release_received()
-    return (
-        _rebuild_cuda,
-        (
-            handle,
-            offset,
-            device,
-            event_handle,
-            tensor.shape,
-            tensor.strides,
-            tensor.dtype.__dlpack_data_type__(),
-            tensor.readonly,
-            counter,
-        ),
-    )
-
-
-def _release_received():
-    """Lets go of the CUDA Tensors every receiver has let go of."""
-    from dlinterop import _core
-
-    with _cuda_sent_lock:
-        done = [entry for entry in _cuda_sent if _core._shared_counter_add(entry[1], 0) <= 0]
-        for entry in done:
-            _cuda_sent.remove(entry)
-    if not done:
-        return
-    module = _core._cuda_module()
-    for _tensor, _counter, event, device in done:
-        module.event_destroy(device, event)
+    return (_rebuild_cuda, tuple(cuda_ipc.send(tensor)))
 
 
 def _rebuild_cuda(
     handle, offset, device, event_handle, shape, strides, dtype_triple, readonly, counter
 ):
-    """In the receiving process: the CUDA Tensor over the sender's allocation."""
-    from dlinterop import _core
+    """In the receiving process: the CUDA Tensor over the sender's allocation (the fields
+    of a CudaIpcHandle, dlinterop/_lib/handles.py)."""
+    from dlinterop._integrations import cuda_ipc
+    from dlinterop._lib.handles import CudaIpcHandle
 
     if counter is None and getattr(_receiving, "failures", None):
         return None  # its receivers' count did not arrive: that is the failure reported
     try:
-        return _core._tensor_from_cuda_ipc(
-            handle, offset, device, event_handle, shape, strides, dtype_triple, readonly, counter
+        return cuda_ipc.receive(
+            CudaIpcHandle(
+                handle,
+                offset,
+                device,
+                event_handle,
+                shape,
+                strides,
+                dtype_triple,
+                readonly,
+                counter,
+            )
         )
     except Exception as e:
         return _failed(e)

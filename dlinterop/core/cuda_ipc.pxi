@@ -117,30 +117,32 @@ cdef object _ipc_mappings():
 
 
 def _cuda_ipc_handle(Tensor t not None):
-    """What a CUDA Tensor crosses a process boundary as: (handle of its allocation, offset
-    of element 0 into it, event handle, event). The event is recorded on this thread's
-    current stream, so that the receiver's stream can wait for the work issued so far; the
-    sender destroys it once every receiver is done."""
+    """What a CUDA Tensor gives CUDA IPC (a CudaIpcExport, dlinterop/_lib/handles.py). The
+    event is recorded on this thread's current stream, so that the receiver's stream can
+    wait for the work issued so far; the sender destroys it once every receiver is done."""
+    from dlinterop._lib.handles import CudaIpcExport
+
     if t.dl.device.device_type != kDLCUDA:
         raise BufferError(f"only CUDA device memory crosses through CUDA IPC, not {_device_of(t)}")
     module = _require_cuda(t.dl.device)
     handle, offset, size = module.ipc_export(<uintptr_t>t.dl.data + t.dl.byte_offset,
                                              t.dl.device.device_id)
     event_handle, event = module.ipc_event_record(t.dl.device.device_id)
-    return handle, offset, event_handle, event
+    return CudaIpcExport(handle, offset, event_handle, event)
 
 
 def _tensor_from_cuda_ipc(bytes handle, offset, int device, bytes event_handle, shape, strides,
                           dtype_triple, readonly, counter):
-    """The CUDA Tensor a handle from another process describes, over that process's
-    memory; this thread's current stream waits for the sender's work first. Every part of
-    the handle is checked (the allocation's size is the driver's, not the message's)."""
+    """The CUDA Tensor a CudaIpcHandle's fields describe (dlinterop/_lib/handles.py), over
+    another process's memory; this thread's current stream waits for the sender's work
+    first. Every part of the handle is checked (the allocation's size is the driver's, not
+    the message's)."""
     cdef HandleLayout layout
     cdef _CudaIpcMapping mapping
     cdef _CudaIpcReceipt receipt
     if type(readonly) is not bool:
-        raise TypeError("a CUDA Tensor's handle is (handle, offset, device, event, shape, "
-                        "strides, (code, bits, lanes), readonly, counter)")
+        raise TypeError("a CUDA Tensor's readonly is a bool (dlinterop/_lib/handles.py, "
+                        f"CudaIpcHandle), not {readonly!r}")
     _read_handle_layout(offset, shape, strides, dtype_triple, &layout)
     _check_counter(counter)    # else the receipt would fail to count down, unseen, at its end
     module = _require_cuda(_cuda_device(device))

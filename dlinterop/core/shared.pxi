@@ -106,16 +106,16 @@ cdef _SharedMemory _shared_memory_of(Tensor t):
 
 
 def _shared_handle(Tensor t not None):
-    """What a Tensor over shared memory crosses a process boundary as: (segment, byte offset
-    of element 0 in it, shape, strides, (code, bits, lanes), readonly), the segment being
-    the _SharedMemory whose descriptor and length are sent (once per message, however many
-    Tensors over it the message holds); None for a Tensor whose memory is not shared."""
+    """What a Tensor over shared memory crosses a process boundary as (a SharedHandle,
+    dlinterop/_lib/handles.py); None for a Tensor whose memory is not shared."""
+    from dlinterop._lib.handles import SharedHandle
+
     cdef _SharedMemory segment = _shared_memory_of(t)
     if segment is None:
         return None
     offset = <uintptr_t>t.dl.data + t.dl.byte_offset - <uintptr_t>segment.base
-    return (segment, offset, _shape_of(t), _strides_of(t),
-            (t.dl.dtype.code, t.dl.dtype.bits, t.dl.dtype.lanes), _is_readonly(t))
+    return SharedHandle(segment, offset, _shape_of(t), _strides_of(t),
+                        (t.dl.dtype.code, t.dl.dtype.bits, t.dl.dtype.lanes), _is_readonly(t))
 
 
 def _segment_from_fd(int fd, length):
@@ -143,14 +143,14 @@ def _segment_from_fd(int fd, length):
 
 def _tensor_in_segment(_SharedMemory segment not None, offset, shape, strides, dtype_triple,
                        readonly):
-    """The Tensor a handle describes over a segment received (_tensor_from_handle checks
-    every part)."""
+    """The Tensor a SharedHandle's fields describe over a segment received
+    (_tensor_from_handle checks every part)."""
     cdef HandleLayout layout
     if segment.fd < 0:
         raise ValueError("a shared Tensor's segment is one mapped by _segment_from_fd")
     if type(readonly) is not bool:
-        raise TypeError("a shared Tensor's handle is (segment, offset, shape, strides, "
-                        "(code, bits, lanes), readonly)")
+        raise TypeError("a shared Tensor's readonly is a bool (dlinterop/_lib/handles.py, "
+                        f"SharedHandle), not {readonly!r}")
     _read_handle_layout(offset, shape, strides, dtype_triple, &layout)
     cdef Tensor t = _tensor_from_handle(&layout, segment.base, segment.length, _CPU, readonly)
     t.owner_ref = segment

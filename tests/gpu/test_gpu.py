@@ -252,15 +252,15 @@ def _send_to_child(t):
 
 @pytest.mark.parametrize("dtype", ["float32", "int64"])
 def test_shared_cuda_tensor_crosses_to_a_spawned_child_without_a_copy(dtype):
-    from dlinterop._integrations import multiprocessing as _multiprocessing
+    from dlinterop._integrations import cuda_ipc
 
     t = dl.full((4, 8), 2, dtype, device="cuda", shared=True)
     assert t.is_shared and dl.share(t) is t
     assert _send_to_child(t) == 3
     assert _raw(t.to("cpu")) == _raw(dl.full((4, 8), 3, dtype))  # the parent's memory changed
     # The child let go: the sender's bookkeeping lets the Tensor go at the next send.
-    _multiprocessing._release_received()
-    assert all(entry[0] is not t for entry in _multiprocessing._cuda_sent)
+    cuda_ipc.release_received()
+    assert all(entry[0] is not t for entry in cuda_ipc._sent)
 
 
 def test_pool_cuda_tensor_crosses_as_a_device_copy():

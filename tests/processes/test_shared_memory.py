@@ -163,6 +163,28 @@ def test_a_read_only_handle_gives_a_read_only_tensor():
     assert u.readonly and u.readonly_reason == "flag"
 
 
+def test_a_shared_handle_names_its_fields_and_rebuilds_its_view():
+    t = dl.full((2, 3), 1.0, shared=True)[:, 1:]
+    handle = _core._shared_handle(t)
+    assert type(handle).__name__ == "SharedHandle"
+    assert (handle.offset, handle.shape, handle.strides) == (4, (2, 2), (3, 1))
+    assert (handle.dtype, handle.readonly) == ((2, 32, 1), False)
+    u = _core._tensor_in_segment(*handle)
+    assert (u.data_ptr, u.shape, u.strides) == (t.data_ptr, t.shape, t.strides)
+
+
+def test_a_cuda_ipc_handle_is_checked_by_the_core_before_the_driver():
+    from dlinterop._integrations import cuda_ipc
+    from dlinterop._lib.handles import CudaIpcHandle
+
+    layout = (bytes(64), 0, 0, bytes(64), (4,), (1,), (2, 32, 1))
+    with pytest.raises(TypeError, match="a counter is a writable int64 Tensor in shared"):
+        cuda_ipc.receive(CudaIpcHandle(*layout, False, dl.zeros((1,), "int64")))
+    counter = dl.zeros((1,), "int64", shared=True)
+    with pytest.raises(TypeError, match="readonly is a bool"):
+        cuda_ipc.receive(CudaIpcHandle(*layout, 0, counter))
+
+
 def test_no_handle_for_memory_that_is_not_shared():
     assert _core._shared_handle(dl.zeros(3)) is None
 
