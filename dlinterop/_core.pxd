@@ -84,6 +84,7 @@ cdef DLManagedTensorVersioned* to_managed(Tensor t) except NULL
 cdef const DLPackExchangeAPI* exchange_api_of(type cls) except? NULL
 cdef int order_for_consumer(Tensor t, const DLPackExchangeAPI* api) except -1
 cdef int zero_fill(Tensor t) except -1
+cdef int check_copy_arg(object copy) except -1
 cdef DLDevice device_from_object(object device) except *
 cdef int borrow_dltensor(object obj, DLTensor* out, bint sharing) except -1
 cdef int raise_pending_error() except -1

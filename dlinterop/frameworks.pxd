@@ -5,11 +5,12 @@
 #     from dlinterop.frameworks cimport ArgSpec, borrow, check_arg, empty_like_c, to_framework_c
 #
 # What this module uses of the core, all declared in dlinterop/_core.pxd: the classes DType,
-# Device and Tensor; borrow_dltensor, checked_nbytes, device_from_dl, device_from_object,
-# dtype_from_dl, empty_tensor, exchange_api_of, numpy_array_from, order_for_consumer,
-# raise_pending_error, read_only_by_flag, tensor_from_managed, tensor_from_object, to_managed
-# and zero_fill; and the shared rules of dlinterop/_lib/rules.pxd (MAX_NDIM, dims_from_python,
-# is_c_contiguous) and the per-type cache of dlinterop/_lib/type_cache.pxd.
+# Device and Tensor; borrow_dltensor, check_copy_arg, checked_nbytes, device_from_dl,
+# device_from_object, dtype_from_dl, empty_tensor, exchange_api_of, numpy_array_from,
+# order_for_consumer, raise_pending_error, read_only_by_flag, tensor_from_managed,
+# tensor_from_object, to_managed and zero_fill; and the shared rules of
+# dlinterop/_lib/rules.pxd (MAX_NDIM, dims_from_python, is_c_contiguous) and the per-type
+# cache of dlinterop/_lib/type_cache.pxd.
 from libc.stdint cimport int64_t
 
 from dlinterop.dlpack cimport DLDataType, DLDevice, DLTensor

@@ -22,7 +22,7 @@ from dlinterop._lib.type_cache cimport (
     dli_type_cache, type_cache_fetch, type_cache_forget, type_cache_last, type_cache_size,
 )
 from dlinterop._core cimport (
-    DType, Device, Tensor, borrow_dltensor, checked_nbytes, device_from_dl,
+    DType, Device, Tensor, borrow_dltensor, check_copy_arg, checked_nbytes, device_from_dl,
     device_from_object, dtype_from_dl, empty_tensor, exchange_api_of,
     numpy_array_from, order_for_consumer, raise_pending_error, read_only_by_flag,
     tensor_from_managed, tensor_from_object, to_managed, zero_fill,

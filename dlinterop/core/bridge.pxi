@@ -190,7 +190,7 @@ def asarray(obj, *, device=None, copy=None):
     Tensor, as dl.tensor makes it). Shares memory whenever the source allows it."""
     cdef Tensor t
     cdef DLDevice target
-    _check_copy_arg(copy)
+    check_copy_arg(copy)
     cls = type(obj)
     if cls is Tensor:
         t = <Tensor>obj

@@ -246,7 +246,7 @@ cdef object _export(Tensor t, object stream, object max_version, object dl_devic
         if read_only_by_flag(t):
             _refuse_legacy_export()
         return _make_legacy_capsule(t)
-    _check_copy_arg(copy)
+    check_copy_arg(copy)
     _check_stream_arg(t, stream)
     if dl_device is not None:
         if type(dl_device) is not tuple or len(dl_device) != 2:

@@ -139,7 +139,7 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
             if t is not None:
                 return t
         return _import_from_producer(obj, None, producer)
-    _check_copy_arg(copy)
+    check_copy_arg(copy)
     if device is not None:
         target = _parse_device(device)
     if cls is Tensor or PyCapsule_CheckExact(obj):

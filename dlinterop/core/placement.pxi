@@ -9,7 +9,9 @@ class CopyError(BufferError, ValueError):
     """A copy would be needed, and copy=False forbids it."""
 
 
-cdef int _check_copy_arg(object copy) except -1:
+cdef int check_copy_arg(object copy) except -1:
+    """TypeError unless copy= is True, False or None: every route's first check of it
+    (dlinterop.frameworks' to_framework too)."""
     if copy is not None and copy is not True and copy is not False:
         raise TypeError(f"copy must be True, False or None, got {copy!r}")
     return 0
@@ -117,7 +119,7 @@ cdef Tensor _tensor_to(Tensor self, object device, object copy, object stream):
     """Tensor.to: this Tensor when it already lives on `device` and copy is not True, else a
     copy, issued on `stream` where the copy involves memory with streams."""
     cdef DLDevice target = _parse_device(device)
-    _check_copy_arg(copy)
+    check_copy_arg(copy)
     # The copy runs on the runtime of the side with streams (the target's, else the source's).
     cdef DLDevice runs_on = target if _has_streams(target.device_type) else self.dl.device
     _check_stream(stream, runs_on.device_type,

@@ -1,5 +1,6 @@
 # Provides: handing a Tensor back as the caller's type: to_framework_c (the C level) and
-# to_framework, with its copy= rule.
+# to_framework (copy= checked by the core's rule; copy=False refused where the framework
+# would need a copy).
 # Uses: adapters.pxi (_resolve).
 
 cdef object _through_table(Tensor t, const DLPackExchangeAPI* api):
@@ -74,6 +75,7 @@ def to_framework(t, like, *, copy=None):
     A Tensor with negative strides reaches PyTorch, which cannot import them, as a
     C-contiguous copy (copy=False: BufferError). copy=True hands back a new writable copy
     instead (always a copy, as elsewhere)."""
+    check_copy_arg(copy)
     cdef Tensor tensor = t if type(t) is Tensor else tensor_from_object(t)
     if copy is True:
         tensor = tensor.copy()
@@ -81,6 +83,4 @@ def to_framework(t, like, *, copy=None):
         if _has_negative_stride(tensor) and _resolve(like).no_negative_strides:
             raise CopyError(f"{_resolve(like).name} cannot hold negative strides, so it "
                             "takes a copy of this tensor, and copy=False forbids one")
-    elif copy is not None:
-        raise TypeError(f"copy must be True, False or None, got {copy!r}")
     return to_framework_c(tensor, like)
