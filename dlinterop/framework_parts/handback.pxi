@@ -1,6 +1,6 @@
 # Provides: handing a Tensor back as the caller's type: to_framework_c (the C level) and
 # to_framework, with its copy= rule.
-# Uses: adapters.pxi (_resolve).
+# Uses: adapters.pxi (_Adapter, _resolve).
 
 cdef object _through_table(Tensor t, const DLPackExchangeAPI* api):
     cdef DLManagedTensorVersioned* m
