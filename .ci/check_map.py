@@ -1,6 +1,7 @@
-"""Checks the map of dlinterop's core: which include file uses which.
+"""Checks the map of dlinterop's core: which include file uses which (and the same of
+dlinterop/frameworks.pyx, built from include files the same way).
 
-    python .ci/check_map.py [dlinterop/_core.pyx]
+    python .ci/check_map.py [dlinterop/_core.pyx | dlinterop/frameworks.pyx]
 
 _core.pyx is one extension built from include files (`include "core/x.pxi"` lines, paths
 relative to _core.pyx), in the order they build on each other. Each file opens with a

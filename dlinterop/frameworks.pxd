@@ -9,8 +9,9 @@
 # device_from_object, dtype_from_dl, empty_tensor, exchange_api_of, numpy_array_from,
 # order_for_consumer, raise_pending_error, read_only_by_flag, tensor_from_managed,
 # tensor_from_object, to_managed and zero_fill; and the shared rules of
-# dlinterop/_lib/rules.pxd (MAX_NDIM, dims_from_python, is_c_contiguous) and the per-type
-# cache of dlinterop/_lib/type_cache.pxd.
+# dlinterop/_lib/rules.pxd (MAX_NDIM, dims_from_python, is_c_contiguous), the reads of
+# dlinterop/_lib/threadsafe.pxd (dict_get, type_version) and the per-type cache of
+# dlinterop/_lib/type_cache.pxd.
 from libc.stdint cimport int64_t
 
 from dlinterop.dlpack cimport DLDataType, DLDevice, DLTensor

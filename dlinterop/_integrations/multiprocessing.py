@@ -5,8 +5,9 @@ file descriptor to the receiving process. A Tensor whose memory is a shared-memo
 (dl.share, shared=True) is reduced to that segment and its layout in it; the segment to its
 descriptor and length, once per message however many Tensors over it the message holds
 (so that a spawned child, which inherits each descriptor once, gets one owner for each).
-It arrives as a Tensor over the same memory; any other Tensor goes by value, as pickle
-sends it. Ordinary pickling (pickle.dumps) is left alone: it always goes by value.
+It arrives as a Tensor over the same memory; a CUDA Tensor goes through CUDA IPC
+(cuda_ipc.py); any other Tensor goes by value, as pickle sends it. Ordinary pickling
+(pickle.dumps) is left alone: it always goes by value.
 
 A descriptor travels with a child's start (Process arguments under spawn and forkserver),
 or else through multiprocessing's resource sharer, a thread of the sending process that

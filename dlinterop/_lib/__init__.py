@@ -2,7 +2,8 @@
 
 Python: the build's facts (build_config, written by CMake) and dl.build_info /
 dl.get_include (info); element values as Python objects (values) and the small float
-formats' bit patterns (minifloat).
+formats' bit patterns (minifloat); the handles a Tensor crosses a process boundary as
+(handles).
 Cython, compiled into each module that cimports them (no module of their own): the rules
 the core, frameworks and the CUDA layer share (rules.pxd), reads that stay safe without a
 GIL (threadsafe.pxd) and the per-type cache (type_cache.pxd)."""

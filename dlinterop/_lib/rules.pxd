@@ -1,7 +1,7 @@
-# Small rules that dlinterop's core and dlinterop.frameworks both apply, each written once.
-# Inline: compiled into each module that cimports this file; no module of its own (as
-# threadsafe.pxd). Rules only the core applies, with their messages, live beside their one
-# user there (the copy= rule in copies.pxi, the legacy read-only refusal in export.pxi).
+# Small rules that dlinterop's core and dlinterop.frameworks both apply (_cuda: MAX_NDIM),
+# each written once. Inline: compiled into each module that cimports this file; no module of
+# its own (as threadsafe.pxd). Rules only the core applies, with their messages, live in the
+# core (the copy= rule in placement.pxi, the legacy read-only refusal in export.pxi).
 from cpython.number cimport PyNumber_Index
 from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t
 

@@ -11,8 +11,8 @@ cdef uint64_t _KNOWN_FLAGS = (DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMAS
 
 cdef Tensor _wrap_versioned(const DLManagedTensorVersioned* m):
     """A Tensor viewing a versioned managed tensor once its version, layout and flags are
-    checked; it does not take ownership (the callers do, each in its own way, then pass it
-    through _unpadded)."""
+    checked; it does not take ownership (the callers do, each in its own way, then repack
+    padded data: _is_padded, _repacked)."""
     if m.version.major != 1:
         raise BufferError(f"unsupported DLPack major version {m.version.major}; "
                           "dlinterop implements 1.x")

@@ -1,6 +1,6 @@
 # Provides: dl.empty, dl.zeros, dl.ones and dl.full (in shared memory with shared=True), with
-# the encoding of values for every data type (sub-byte ones packed, _encode_values and
-# _store_values, which python_data.pxi uses too); dl.share.
+# the encoding of values for every data type (sub-byte ones packed: _encode_values, and
+# _store_values, which python_data.pxi and conversions.pxi use too); dl.share.
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, allocator.pxi,
 # copies.pxi, placement.pxi, shared.pxi, cuda_ipc.pxi, importer.pxi.
 

@@ -2,7 +2,8 @@
 # holds the managed struct with its shape and strides, and nothing fails once the capsule is
 # made. The capsule names and deleters the importer recognises as dlinterop's own.
 # Uses: runtime.pxi, devices.pxi, tensor_base.pxi, cuda.pxi (stream order), allocator.pxi
-# (the export counter), copies.pxi (copy=, dl_device=), placement.pxi.
+# (the export counter), copies.pxi (the copy dl_device= or copy=True asks for), placement.pxi
+# (the copy= and stream= rules).
 
 cdef const char* NAME_LEGACY = "dltensor"
 cdef const char* NAME_VERSIONED = "dltensor_versioned"

@@ -1,7 +1,8 @@
 # Provides: Tensors from Python data: dl.arange, and the nested sequences of numbers
 # dl.tensor and dl.asarray take (_tensor_from_data), counted as they are read (len() may
 # lie), their type inferred and promoted as PyTorch and NumPy promote.
-# Uses: runtime.pxi, dtypes.pxi, placement.pxi (_on_device), creation.pxi (the encoders).
+# Uses: runtime.pxi, dtypes.pxi, placement.pxi (_on_device), creation.pxi (new Tensors,
+# _store_values, the inferred types).
 
 # arange writes its values in chunks of this many (a multiple of 8, so that every chunk of
 # a packed sub-byte type starts on a byte): memory follows the Tensor, not a list of them all.

@@ -1,6 +1,7 @@
 # Provides: the C declarations the core uses (CPython's raw API; src/runtime.h: the
-# allocator's counters, strided copies and sub-byte packing), atomics, the core's constants
-# (alignment, dlinterop's own flag bits, the newest DLPack version), and raise_pending_error.
+# allocator's counters, strided copies and sub-byte packing; src/atomics.h; an int's value
+# read without a call, src/small_long.h), the core's constants (alignment, dlinterop's own
+# flag bits, the newest DLPack version), and raise_pending_error.
 # Uses: nothing.
 
 cdef extern from "Python.h":

@@ -84,8 +84,8 @@ cdef object _memory_owner(Tensor t):
     return t.owner_ref
 
 
-# What Tensor's properties show, read in C by the files below tensor.pxi (a property read
-# through Python would cost an attribute lookup each).
+# What Tensor's properties show, read in C by the files before tensor.pxi and by it (a
+# property read through Python would cost an attribute lookup each).
 
 cdef tuple _shape_of(Tensor t):
     return tuple([t.dl.shape[i] for i in range(t.dl.ndim)])

@@ -1,7 +1,7 @@
 # Provides: handing a Tensor back as the caller's type: to_framework_c (the C level) and
 # to_framework (copy= checked by the core's rule; copy=False refused where the framework
 # would need a copy).
-# Uses: adapters.pxi (_resolve).
+# Uses: adapters.pxi (_Adapter, _resolve).
 
 cdef object _through_table(Tensor t, const DLPackExchangeAPI* api):
     cdef DLManagedTensorVersioned* m

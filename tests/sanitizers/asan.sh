@@ -28,10 +28,11 @@ PYTHON="${PYTHON:-python3}"
 # Left out of the default (whole-suite) run, each for a reason unrelated to memory safety:
 #  - test_cuda_build.py: builds the package again with CMake (about 15 s uninstrumented) and
 #    inspects the CUDA module, which this build does not have;
-#  - test_package.py::test_stubs_match_the_runtime: mypy's stubtest, not installed here;
+#  - test_package.py::test_stubs_match_the_runtime_for_the_whole_package: mypy's stubtest,
+#    not installed here;
 #  - test_benchmarks.py: timing runs of the asv suite, meaningless (and slow) under ASan.
 EXCLUDED=(--ignore=tests/test_cuda_build.py --ignore=tests/tools/test_benchmarks.py
-          --deselect=tests/tools/test_package.py::test_stubs_match_the_runtime)
+    --deselect=tests/tools/test_package.py::test_stubs_match_the_runtime_for_the_whole_package)
 
 SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer"
 LIBASAN="$(gcc -print-file-name=libasan.so)"
