@@ -120,4 +120,22 @@ def test_dtype_view_equals_numpys(data, a):
         with pytest.raises(ValueError):
             t.view(target)
         return
+    if expected.size and any(
+        n > 1 and stride % expected.itemsize
+        for n, stride in zip(expected.shape[:-1], expected.strides[:-1], strict=True)
+    ):
+        # NumPy keeps byte strides that are not whole elements (int8 rows 3 bytes apart as
+        # uint16); DLPack counts strides in elements, so no Tensor can describe that view.
+        with pytest.raises(ValueError, match="does not divide"):
+            t.view(target)
+        return
     _check_view(t.view(target), expected, a)
+
+
+def test_a_dtype_view_with_rows_not_whole_elements_apart_is_refused_where_numpy_allows_it():
+    # Found by test_dtype_view_equals_numpys: int8 rows 3 bytes apart, viewed as uint16.
+    a = np.arange(6, dtype=np.int8).reshape(2, 1, 1, 3)
+    key = (slice(None), 0, 0, slice(None, 2))
+    assert a[key].view("uint16").strides == (3, 2)  # NumPy: byte strides, any multiple
+    with pytest.raises(ValueError, match="axis 0's stride does not divide into uint16"):
+        dl.from_dlpack(a)[key].view(dl.uint16)
