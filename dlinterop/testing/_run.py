@@ -103,10 +103,23 @@ def _isolated(spec, name, rules, timeout):
                 name,
                 role_of[crashed],
                 "fail",
-                f"the process {how}: {_last_line(stderr)}".rstrip(": "),
+                f"the process {how}: {_crash_line(stderr)}".rstrip(": "),
             )
         )
     return results
+
+
+def _crash_line(text):
+    """What a crashed child said of its crash: the message of the C++ exception that ended it
+    (PyTorch's c10::Error, after "what():"), else its last line that is not a native
+    backtrace frame. Frames name addresses and the machine's paths, which a report (and
+    docs/conformance.md, made from one) must not carry."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith("what():"):
+            return line[len("what():") :].strip()[:200]
+    plain = [line for line in lines if not line.startswith("frame #")]
+    return plain[-1][:200] if plain else ""
 
 
 def _last_line(text):

@@ -214,3 +214,22 @@ def test_malformed_producers_count_their_deleter_calls():
     del t
     gc.collect()
     assert p.deleter_calls == 1
+
+
+def test_a_crash_is_reported_by_its_message_not_its_backtrace():
+    from dlinterop.testing._run import _crash_line
+
+    stderr = (
+        "terminate called after throwing an instance of 'c10::Error'\n"
+        "  what():  Storage size calculation overflowed with sizes=[4] and strides=[-1]\n"
+        "Exception raised from computeStorageNbytes at aten/src/ATen/EmptyTensor.cpp:61\n"
+        "frame #0: c10::Error::Error(...) + 0x9d (0x7f00 in /some/where/libc10.so)\n"
+        "frame #17: _start + 0x21 (0x5555 in /some/where/bin/python)\n"
+    )
+    assert _crash_line(stderr) == (
+        "Storage size calculation overflowed with sizes=[4] and strides=[-1]"
+    )
+    assert _crash_line("Fatal Python error: Segmentation fault\nframe #3: f (0x1 in /x)\n") == (
+        "Fatal Python error: Segmentation fault"
+    )
+    assert _crash_line("") == ""
