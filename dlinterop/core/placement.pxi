@@ -58,7 +58,7 @@ cdef int _check_stream_type(object stream) except -1:
 
 cdef int _check_stream(object stream, DLDeviceType device_type, str memory) except -1:
     """The stream= rule for memory on a device of `device_type` (`memory` names it in the
-    message); None always passes."""
+    message); None always passes, so callers skip the call (and the message) for None."""
     if stream is None:
         return 0
     _check_stream_type(stream)
@@ -122,8 +122,9 @@ cdef Tensor _tensor_to(Tensor self, object device, object copy, object stream):
     check_copy_arg(copy)
     # The copy runs on the runtime of the side with streams (the target's, else the source's).
     cdef DLDevice runs_on = target if _has_streams(target.device_type) else self.dl.device
-    _check_stream(stream, runs_on.device_type,
-                  f"a copy from {_device_of(self)} to {device_from_dl(target)}")
+    if stream is not None:      # (the message's text is built only where it may be needed)
+        _check_stream(stream, runs_on.device_type,
+                      f"a copy from {_device_of(self)} to {device_from_dl(target)}")
     if same_device(target, self.dl.device) and copy is not True:
         return self
     if copy is False:
