@@ -61,6 +61,7 @@ include "core/python_data.pxi"     # arange, Tensors from nested sequences
 include "core/bridge.pxi"          # asarray over the array interfaces and the buffer protocol
 include "core/exchange.pxi"        # dlinterop's own exchange table, published
 include "core/pickling.pxi"        # pickling by value
-include "core/views.pxi"           # views: indexing, transpose, reshape, dtype views
+include "core/views.pxi"           # views: transpose, reshape, squeeze, dtype views
+include "core/indexing.pxi"        # t[key]: basic indexing
 include "core/conversions.pxi"     # __array__: NumPy arrays of every type NumPy holds
 include "core/tensor.pxi"          # the Tensor class itself

@@ -6,7 +6,7 @@
 # element-wise comparison (==, !=, in) and their text in repr.
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi (the host hint),
 # copies.pxi, creation.pxi (bool results), bridge.pxi (asarray), pickling.pxi (_RawBytes),
-# views.pxi.
+# views.pxi, indexing.pxi.
 
 _CARRIERS = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}
 

@@ -2,7 +2,7 @@
 # attributes, the buffer protocol, and deallocation that never recurses without bound.
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, copies.pxi,
 # placement.pxi, export.pxi, shared.pxi, cuda_ipc.pxi, pickling.pxi, views.pxi,
-# conversions.pxi.
+# indexing.pxi, conversions.pxi.
 #
 # Last, because its methods forward to the files above; those make and read Tensors through
 # its C fields (declared in _core.pxd) and tensor_base.pxi, never through its methods.
@@ -200,7 +200,7 @@ cdef class Tensor:
     def __dlpack_device__(self):
         return _dlpack_device_tuple(self.dl.device)
 
-    # -- views (views.pxi): the same memory, another layout ------------------------------
+    # -- views (views.pxi, indexing.pxi): the same memory, another layout ----------------
 
     def __getitem__(self, key):
         """Basic indexing, a view: integers, slices (negative steps too), ``...`` and
@@ -215,8 +215,9 @@ cdef class Tensor:
     def transpose(self, *axes):
         """A view with the axes in the order given (``t.transpose(1, 0)`` or
         ``t.transpose((1, 0))``); none given: reversed."""
-        if len(axes) == 1 and axes[0] is not None and not hasattr(type(axes[0]), "__index__"):
-            axes = tuple(axes[0])
+        if len(axes) == 1 and axes[0] is not None and not PyLong_CheckExact(
+                PyTuple_GET_ITEM(axes, 0)) and not hasattr(type(axes[0]), "__index__"):
+            return _permuted(self, tuple(axes[0]))    # () too: NumPy's t.transpose(())
         return _permuted(self, axes if axes else None)
 
     def reshape(self, *shape):
@@ -228,9 +229,14 @@ cdef class Tensor:
         """``t.view(shape)`` (or ``t.view(3, 4)``): as reshape, but never copies (ValueError
         when no strides can give the shape). ``t.view(dtype)``: the same bytes as another
         data type (the last axis holds more or fewer elements when the item sizes differ)."""
-        if len(args) == 1 and not hasattr(type(args[0]), "__index__") and \
-                not isinstance(args[0], (tuple, list)):
-            return _as_dtype(self, dtype(args[0]))
+        cdef PyObject* first
+        if len(args) == 1:
+            first = PyTuple_GET_ITEM(args, 0)
+            if not (PyLong_CheckExact(first) or PyTuple_CheckExact(first)
+                    or PyList_CheckExact(first)) and \
+                    not hasattr(type(args[0]), "__index__") and \
+                    not isinstance(args[0], (tuple, list)):
+                return _as_dtype(self, dtype(args[0]))
         return _reshaped(self, args, False)
 
     def squeeze(self, axis=None):
