@@ -36,6 +36,22 @@ cdef Tensor _getitem_fast(Tensor src, object key):
     cdef bint is_tuple = PyTuple_CheckExact(single)
     if packed:
         return None
+    if not is_tuple and src.dl.ndim > 0 and _exact_int(single, &index):
+        # t[i], the commonest key: the first axis dropped, the rest shared as they are
+        extent = src.dl.shape[0]
+        if not -extent <= index < extent:
+            return None
+        if index < 0:
+            index += extent
+        itemsize = (<int64_t>src.dl.dtype.bits * src.dl.dtype.lanes) // 8
+        if __builtin_mul_overflow(index, src.dl.strides[0], &offset) or \
+                __builtin_mul_overflow(offset, itemsize, &offset) or \
+                __builtin_add_overflow(offset, <int64_t>src.dl.byte_offset, &offset):
+            return None
+        if element_count(&src.dl) == 0:
+            offset = <int64_t>src.dl.byte_offset
+        return _layout_view(src, src.dl.ndim - 1, src.dl.shape + 1, src.dl.strides + 1, offset,
+                            src.dl.dtype)
     if is_tuple:
         count = PyTuple_GET_SIZE(key)
     for k in range(count):
