@@ -494,6 +494,40 @@ def test_producer_entry_replaced_while_many_threads_import():
 
 
 # --------------------------------------------------------------------------------------
+# Views made in C from many threads
+# --------------------------------------------------------------------------------------
+
+
+def test_views_of_shared_tensors_from_many_threads():
+    """Indexing, transpose, reshape, view and squeeze read their arguments and the source's
+    layout in C: threads making views of one tensor and of each other's views see the right
+    elements, and the root's reference count comes back when the views are gone."""
+    base = np.arange(6 * 8, dtype=np.float32).reshape(6, 8)
+    root = dl.from_dlpack(base).copy()
+    expected = base.copy()
+    before = sys.getrefcount(root)
+
+    def work(index):
+        for i in range(ITERATIONS // 10):
+            row = (index + i) % 6
+            view = root[row]
+            assert view[3].item() == expected[row, 3]
+            assert root[row, ::-2].shape == (4,)
+            assert root[1:5:2, None, ..., 2].shape == (2, 1)
+            flat = root.T.reshape(-1)
+            assert flat[row].item() == expected.T.reshape(-1)[row]
+            assert root.view(48)[row * 8 + 1].item() == expected[row, 1]
+            assert (
+                root.reshape(6, 1, 8).squeeze(1).transpose(1, 0)[2, row].item()
+                == (expected[row, 2])
+            )
+            assert root.unsqueeze(0)[0, row, 7].item() == expected[row, 7]
+
+    run_threads(work)
+    assert refcounts_settle(lambda: sys.getrefcount(root), before) == before
+
+
+# --------------------------------------------------------------------------------------
 # The whole file under pytest-run-parallel
 # --------------------------------------------------------------------------------------
 
