@@ -102,6 +102,11 @@ def main(argv=None):
         help="only rows whose name or statements contain this text",
     )
     parser.add_argument(
+        "--section",
+        default=None,
+        help="only the rows of this table (e.g. tensor, export, import, scaling)",
+    )
+    parser.add_argument(
         "--list", action="store_true", help="print each row's statements instead of timing them"
     )
     args = parser.parse_args(argv)
@@ -148,6 +153,11 @@ def main(argv=None):
         tensor = [r for r in tensor if keep(r)]
         kept = [r for r in exchange if r.values_from is None and keep(r)]
         exchange = [r for r in exchange if r in kept or r.values_from in kept]
+    if args.section:
+        rows, scaling, exchange, way_out, tensor = (
+            [r for r in group if r.section == args.section]
+            for group in (rows, scaling, exchange, way_out, tensor)
+        )
     if args.list:
         for row in rows + exchange + way_out + tensor + scaling:
             print(f"[{row.section}] {row.name}")
@@ -165,7 +175,7 @@ def main(argv=None):
     other = []
     processes = []
     live_exports = None
-    if not args.pattern:
+    if not (args.pattern or args.section):
         processes = process_rows(libraries, args.mode)
         other = import_rows(libraries, mode)
         memory, live_exports = memory_rows(ns, mode)
