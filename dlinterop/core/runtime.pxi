@@ -31,6 +31,8 @@ cdef extern from "Python.h":
     Py_ssize_t PyTuple_GET_SIZE(object) noexcept
     PyObject* PyTuple_GET_ITEM(object, Py_ssize_t) noexcept
     long PyLong_AsLongAndOverflow(PyObject*, int*) noexcept
+    long long PyLong_AsLongLongAndOverflow(PyObject*, int*) noexcept
+    double PyFloat_AS_DOUBLE(object) noexcept
     void Py_IncRef(PyObject*) noexcept nogil
     void Py_DecRef(PyObject*) noexcept nogil
     void PyErr_Fetch(PyObject**, PyObject**, PyObject**) noexcept nogil
