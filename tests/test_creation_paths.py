@@ -1,6 +1,6 @@
 """Creation's common cases, read and written in C, against its general path: dl.empty,
 dl.zeros, dl.ones and dl.full give the same Tensor, or the same error, whichever path an
-argument takes.
+argument takes; and the buffer export describes every Tensor as before.
 
 The common paths take exact ints (small ones), tuples of them, dtypes given as a dl.DType, a
 registered name or None, exact bools, ints and floats as values; anything else (a list, a
@@ -9,6 +9,7 @@ pairs the two."""
 
 import ctypes
 import struct
+import sys
 
 import numpy as np
 import pytest
@@ -392,3 +393,97 @@ def test_memory_stats_count_every_path_exactly():
         after = dl.memory_stats()
         assert after["live_buffers"] == before["live_buffers"]
         assert after["live_bytes"] == before["live_bytes"]
+
+
+# -- the buffer export -------------------------------------------------------------------
+
+
+FORMATS = {
+    "bool": "?",
+    "int8": "b",
+    "int16": "h",
+    "int32": "i",
+    "int64": "q",
+    "uint8": "B",
+    "uint16": "H",
+    "uint32": "I",
+    "uint64": "Q",
+    "float16": "e",
+    "float32": "f",
+    "float64": "d",
+    "complex64": "Zf",
+    "complex128": "Zd",
+}
+
+
+@pytest.mark.parametrize("name", ALL_NAMES)
+def test_buffer_format_of_every_dtype(name):
+    t = dl.zeros((2, 3), name)
+    if name not in FORMATS:
+        with pytest.raises(BufferError, match=f"no format for {name}; use DLPack"):
+            memoryview(t)
+        return
+    m = memoryview(t)
+    assert (m.format, m.itemsize, m.shape, m.strides) == (
+        FORMATS[name],
+        t.itemsize,
+        (2, 3),
+        (3 * t.itemsize, t.itemsize),
+    )
+    assert m.nbytes == t.nbytes and not m.readonly
+    assert np.asarray(t).dtype == np.dtype(name)
+
+
+PyBUF_SIMPLE, PyBUF_WRITABLE, PyBUF_ND, PyBUF_STRIDES = 0, 0x1, 0x8, 0x18
+PyBUF_C_CONTIGUOUS, PyBUF_F_CONTIGUOUS, PyBUF_ANY_CONTIGUOUS = 0x38, 0x58, 0x98
+
+
+def _get_buffer(obj, flags):
+    """PyObject_GetBuffer(obj, flags), released at once: None, or the error it raised."""
+    view = ctypes.create_string_buffer(256)  # room for a Py_buffer
+    try:
+        ctypes.pythonapi.PyObject_GetBuffer(ctypes.py_object(obj), view, flags)
+    except Exception as error:  # noqa: BLE001 - returned
+        return type(error), str(error)
+    ctypes.pythonapi.PyBuffer_Release(view)
+    return None
+
+
+def test_buffer_requests_and_their_refusals():
+    a = np.arange(24, dtype=np.int32).reshape(4, 6)
+    t = dl.asarray(a[::2, ::-3])
+    m = memoryview(t)
+    assert m.strides == (48, -12) and m.tolist() == a[::2, ::-3].tolist()
+    not_c = (BufferError, "tensor is not C-contiguous")
+    assert _get_buffer(t, PyBUF_STRIDES) is None
+    assert _get_buffer(t, PyBUF_SIMPLE) == not_c
+    assert _get_buffer(t, PyBUF_ND) == not_c
+    assert _get_buffer(t, PyBUF_C_CONTIGUOUS) == not_c
+    assert _get_buffer(t, PyBUF_ANY_CONTIGUOUS) == (BufferError, "tensor is not contiguous")
+    c = dl.zeros((2, 3), "int16")
+    assert _get_buffer(c, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) is None
+    assert _get_buffer(c, PyBUF_F_CONTIGUOUS) == (BufferError, "tensor is not Fortran-contiguous")
+    assert _get_buffer(dl.zeros(3), PyBUF_F_CONTIGUOUS) is None
+    ro = a.copy()
+    ro.flags.writeable = False
+    r = dl.asarray(ro)
+    assert r.readonly and memoryview(r).readonly
+    assert _get_buffer(r, PyBUF_WRITABLE) == (BufferError, "tensor is read-only")
+    assert not np.asarray(r).flags.writeable
+    assert np.asarray(dl.full((), 5, "int16")).tolist() == 5
+    assert _get_buffer(dl.zeros(2, "bfloat16"), PyBUF_SIMPLE) == (
+        BufferError,
+        "the buffer protocol has no format for bfloat16; use DLPack (from_dlpack) to exchange it",
+    )
+
+
+def test_buffer_exports_are_released():
+    t = dl.arange(12, dtype="float64")
+    before = sys.getrefcount(t)
+    views = [memoryview(t) for _ in range(10)]
+    arrays = [np.asarray(t) for _ in range(10)]
+    assert sys.getrefcount(t) > before
+    for v in views:
+        v.release()
+    del views, arrays
+    assert sys.getrefcount(t) == before
