@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "dlpack/dlpack.h"
 #include "memory_limits.h"
 
 static _Atomic int64_t live_buffers;
@@ -248,4 +249,46 @@ void dli_pack_codes(uint8_t* dst, const uint8_t* src, int ndim, const int64_t* s
 
 void dli_unpack_codes(uint8_t* dst, const uint8_t* src, int64_t count, int bits) {
   for (int64_t i = 0; i < count; ++i) dst[i] = (uint8_t)read_code(src, i * bits, bits);
+}
+
+void dli_arange_int(void* dst, int code, int bits, int64_t start, int64_t step, int64_t count) {
+#define DLI_ARANGE(TYPE) \
+  for (int64_t i = 0; i < count; ++i) ((TYPE*)dst)[i] = (TYPE)(start + i * step);
+  if (code == kDLFloat && bits == 64) {
+    DLI_ARANGE(double)
+  } else if (code == kDLFloat) {
+    /* Through double, as Python's int goes to float32: rounded twice. */
+    for (int64_t i = 0; i < count; ++i) ((float*)dst)[i] = (float)(double)(start + i * step);
+  } else if (bits == 8) {
+    if (code == kDLInt) {
+      DLI_ARANGE(int8_t)
+    } else {
+      DLI_ARANGE(uint8_t)
+    }
+  } else if (bits == 16) {
+    if (code == kDLInt) {
+      DLI_ARANGE(int16_t)
+    } else {
+      DLI_ARANGE(uint16_t)
+    }
+  } else if (bits == 32) {
+    if (code == kDLInt) {
+      DLI_ARANGE(int32_t)
+    } else {
+      DLI_ARANGE(uint32_t)
+    }
+  } else {
+    DLI_ARANGE(int64_t) /* int64, or uint64 of values from 0 up: the same bits */
+  }
+#undef DLI_ARANGE
+}
+
+void dli_arange_double(void* dst, int bits, double start, double step, int64_t count) {
+  /* Two roundings, the product's and the sum's, as Python's start + i * step rounds: this
+   * file is compiled without contracting them into one fused multiply-add. */
+  if (bits == 64) {
+    for (int64_t i = 0; i < count; ++i) ((double*)dst)[i] = start + (double)i * step;
+  } else {
+    for (int64_t i = 0; i < count; ++i) ((float*)dst)[i] = (float)(start + (double)i * step);
+  }
 }

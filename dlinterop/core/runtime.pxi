@@ -57,6 +57,9 @@ cdef extern from "runtime.h" nogil:
     void dli_copy_to_contiguous(char* dst, const char* src, int ndim, const int64_t* shape,
                                 const int64_t* strides, size_t itemsize)
     void dli_fill(char* dst, const char* pattern, size_t itemsize, int64_t count)
+    void dli_arange_int(void* dst, int code, int bits, int64_t start, int64_t step,
+                        int64_t count)
+    void dli_arange_double(void* dst, int bits, double start, double step, int64_t count)
     void dli_pack_codes(uint8_t* dst, const uint8_t* src, int ndim, const int64_t* shape,
                         const int64_t* strides, int bits, int src_step)
     void dli_unpack_codes(uint8_t* dst, const uint8_t* src, int64_t count, int bits)
