@@ -11,13 +11,14 @@
 #include "dlpack/dlpack.h"
 #include "memory_limits.h"
 
-static _Atomic int64_t live_buffers;
+/* Each update a locked instruction on every allocation and free: as few as the counters
+ * allow. live_buffers is total_allocations less total_frees, both only ever growing. */
+static _Atomic int64_t total_allocations;
+static _Atomic int64_t total_frees;
 static _Atomic int64_t live_bytes;
 static _Atomic int64_t peak_bytes;
-static _Atomic int64_t total_allocations;
 
 void dli_stats_allocated(size_t nbytes) {
-  atomic_fetch_add_explicit(&live_buffers, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&total_allocations, 1, memory_order_relaxed);
   int64_t now = atomic_fetch_add_explicit(&live_bytes, (int64_t)nbytes, memory_order_relaxed) +
                 (int64_t)nbytes;
@@ -28,7 +29,8 @@ void dli_stats_allocated(size_t nbytes) {
 }
 
 void dli_stats_freed(size_t nbytes) {
-  atomic_fetch_sub_explicit(&live_buffers, 1, memory_order_relaxed);
+  /* Release: a reader that sees this free sees its allocation counted too. */
+  atomic_fetch_add_explicit(&total_frees, 1, memory_order_release);
   atomic_fetch_sub_explicit(&live_bytes, (int64_t)nbytes, memory_order_relaxed);
 }
 
@@ -76,10 +78,13 @@ void dli_host_free(void* base, size_t nbytes) {
 }
 
 void dli_stats_read(dli_stats* out) {
-  out->live_buffers = atomic_load(&live_buffers);
+  /* The frees first: each counted free has its allocation counted before it, so that
+   * live_buffers is never negative while other threads allocate and free. */
+  int64_t frees = atomic_load(&total_frees);
+  out->total_allocations = atomic_load(&total_allocations);
+  out->live_buffers = out->total_allocations - frees;
   out->live_bytes = atomic_load(&live_bytes);
   out->peak_bytes = atomic_load(&peak_bytes);
-  out->total_allocations = atomic_load(&total_allocations);
 }
 
 int dli_interpreter_alive(void) {
