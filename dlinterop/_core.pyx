@@ -13,10 +13,14 @@ from cpython.buffer cimport (
     PyObject_GetBuffer,
 )
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.number cimport PyNumber_Index
 from cpython.pycapsule cimport PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_SetName
 from cpython.ref cimport Py_DECREF, PyObject
+from libc.float cimport FLT_MAX
+from libc.math cimport ceil
 from libc.stdint cimport (
-    INT64_MAX, INT64_MIN, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t,
+    INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
+    uint64_t, uintptr_t,
 )
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset, strcmp

@@ -333,6 +333,48 @@ def test_racing_consumers_of_a_foreign_capsule_deleter_runs_once():
 
 
 # --------------------------------------------------------------------------------------
+# New Tensors made and freed on every thread (the allocator and its counters are shared)
+# --------------------------------------------------------------------------------------
+
+
+def test_tensors_made_and_freed_on_many_threads():
+    # Small blocks (from the heap's per-thread caches), blocks past the size where zeros
+    # come from the kernel, and every creation path; some Tensors die on another thread.
+    handed = queue.Queue()
+
+    def worker(index):
+        kept = []
+        for i in range(ITERATIONS // 20):
+            n = 16 + (i + index) % 7
+            e = dl.empty((n,))
+            z = dl.zeros(n, "float64")
+            o = dl.ones((2, n), dl.int32)
+            f = dl.full(n, 2.5)
+            r = dl.arange(n)
+            assert e.data_ptr % 256 == 0 and z.data_ptr % 256 == 0
+            assert bytes(memoryview(z)) == bytes(8 * n)
+            assert memoryview(o).tolist() == [[1] * n] * 2
+            assert memoryview(f).tolist() == [2.5] * n
+            assert memoryview(r).tolist() == list(range(n))
+            if i % 50 == 0:
+                big = dl.zeros(200 << 10, "uint8", alignment=4096)
+                assert big.data_ptr % 4096 == 0 and bytes(memoryview(big)) == bytes(200 << 10)
+                handed.put(big)
+            kept.append(f)
+            if len(kept) > 8:
+                handed.put(kept.pop(0))
+            else:
+                try:
+                    handed.get_nowait()  # freed here, made on another thread
+                except queue.Empty:
+                    pass
+
+    run_threads(worker)
+    while not handed.empty():
+        handed.get_nowait()
+
+
+# --------------------------------------------------------------------------------------
 # Framework tensors through the C exchange API (the per-type cache is shared)
 # --------------------------------------------------------------------------------------
 

@@ -338,43 +338,48 @@ cdef class Tensor:
     # -- buffer protocol ----------------------------------------------------------------
 
     def __getbuffer__(self, Py_buffer* buf, int flags):
-        cdef DType dt = dtype_from_dl(self.dl.dtype)
+        # Read from the C fields alone: no Python attribute, no DType lookup (the error
+        # messages aside).
+        cdef const char* fmt = _buffer_format_of(self.dl.dtype)
+        cdef int64_t itemsize = item_bytes(self.dl.dtype)
         cdef Py_ssize_t* byte_strides = NULL
         cdef int64_t length
+        cdef int ndim = self.dl.ndim
         cdef int i
+        cdef bint contiguous
         if not host_accessible(self.dl.device.device_type):
             raise BufferError(f"memory on {self.device} is not host-accessible; "
                               f"{_host_hint(self.dl.device)}")
-        if dt.buffer_format == NULL:
-            raise BufferError(f"the buffer protocol has no format for {dt.name}; "
+        if fmt == NULL:
+            raise BufferError(f"the buffer protocol has no format for {self.dtype.name}; "
                               "use DLPack (from_dlpack) to exchange it")
-        if (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE and self.readonly:
+        if (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE and _is_readonly(self):
             raise BufferError("tensor is read-only")
         contiguous = is_c_contiguous(&self.dl)
         if (flags & PyBUF_STRIDES) != PyBUF_STRIDES or (
                 flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS:
             if not contiguous:
                 raise BufferError("tensor is not C-contiguous")
-        if (flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS and self.dl.ndim > 1:
+        if (flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS and ndim > 1:
             raise BufferError("tensor is not Fortran-contiguous")
         if (flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS and not contiguous:
             raise BufferError("tensor is not contiguous")
-        if __builtin_mul_overflow(element_count(&self.dl), dt.itemsize, &length):
+        if __builtin_mul_overflow(element_count(&self.dl), itemsize, &length):
             # A broadcast view can name more bytes than an address space holds.
-            raise BufferError(f"a buffer of {self.size} x {dt.itemsize} bytes cannot be described")
-        if self.dl.ndim > 0 and (flags & PyBUF_STRIDES) == PyBUF_STRIDES:
-            byte_strides = <Py_ssize_t*>malloc(self.dl.ndim * sizeof(Py_ssize_t))
+            raise BufferError(f"a buffer of {self.size} x {itemsize} bytes cannot be described")
+        if ndim > 0 and (flags & PyBUF_STRIDES) == PyBUF_STRIDES:
+            byte_strides = <Py_ssize_t*>malloc(ndim * sizeof(Py_ssize_t))
             if byte_strides == NULL:
                 raise MemoryError()
-            for i in range(self.dl.ndim):
-                byte_strides[i] = self.dl.strides[i] * dt.itemsize
+            for i in range(ndim):
+                byte_strides[i] = <Py_ssize_t>(self.dl.strides[i] * itemsize)
         buf.buf = <char*>self.dl.data + self.dl.byte_offset
         buf.obj = self
-        buf.len = length
-        buf.readonly = self.readonly
-        buf.itemsize = dt.itemsize
-        buf.format = <char*>dt.buffer_format if (flags & PyBUF_FORMAT) == PyBUF_FORMAT else NULL
-        buf.ndim = self.dl.ndim
+        buf.len = <Py_ssize_t>length
+        buf.readonly = _is_readonly(self)
+        buf.itemsize = <Py_ssize_t>itemsize
+        buf.format = <char*>fmt if (flags & PyBUF_FORMAT) == PyBUF_FORMAT else NULL
+        buf.ndim = ndim
         buf.shape = <Py_ssize_t*>self.dl.shape if (flags & PyBUF_ND) == PyBUF_ND else NULL
         buf.strides = byte_strides
         buf.suboffsets = NULL
