@@ -32,6 +32,11 @@ cdef extern from "Python.h":
     PyObject* PyTuple_GET_ITEM(object, Py_ssize_t) noexcept
     long PyLong_AsLongAndOverflow(PyObject*, int*) noexcept
     long long PyLong_AsLongLongAndOverflow(PyObject*, int*) noexcept
+    bint PyLong_CheckExact(PyObject* o) noexcept
+    bint PyTuple_CheckExact(PyObject* o) noexcept
+    bint PyList_CheckExact(PyObject* o) noexcept
+    Py_ssize_t PyList_GET_SIZE(PyObject* o) noexcept
+    PyObject* PyList_GET_ITEM(PyObject* o, Py_ssize_t i) noexcept
     double PyFloat_AS_DOUBLE(object) noexcept
     void Py_IncRef(PyObject*) noexcept nogil
     void Py_DecRef(PyObject*) noexcept nogil

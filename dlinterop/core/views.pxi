@@ -5,15 +5,6 @@
 # and for every refusal, so that both give the same views and the same errors.
 # Uses: runtime.pxi, dtypes.pxi, tensor_base.pxi, copies.pxi.
 
-cdef extern from *:
-    long long PyLong_AsLongLongAndOverflow(PyObject* o, int* overflow) noexcept
-    bint PyLong_CheckExact(PyObject* o) noexcept
-    bint PyTuple_CheckExact(PyObject* o) noexcept
-    bint PyList_CheckExact(PyObject* o) noexcept
-    Py_ssize_t PyList_GET_SIZE(PyObject* o) noexcept
-    PyObject* PyList_GET_ITEM(PyObject* o, Py_ssize_t i) noexcept
-
-
 cdef inline bint _exact_int(PyObject* o, int64_t* out) noexcept:
     """o's value when o is an exact int (not a bool, not a subclass) that fits int64."""
     cdef long small
