@@ -62,5 +62,6 @@ include "core/bridge.pxi"          # asarray over the array interfaces and the b
 include "core/exchange.pxi"        # dlinterop's own exchange table, published
 include "core/pickling.pxi"        # pickling by value
 include "core/views.pxi"           # views: indexing, transpose, reshape, dtype views
+include "core/values.pxi"          # element values as Python objects, read in C
 include "core/conversions.pxi"     # __array__: NumPy arrays of every type NumPy holds
 include "core/tensor.pxi"          # the Tensor class itself
