@@ -270,6 +270,10 @@ def test_host_memory_of_another_device_is_read_in_place(dt):
     t = dl.from_dlpack(f.capsule)
     assert t.device == "cuda_host:0"
     assert same(t.tolist(), python_values(t, c_order_raw(f, dt)))
+    g = forged(dt, (), device=(3, 0), seed=4)
+    one = dl.from_dlpack(g.capsule)
+    value = python_values(one, c_order_raw(g, dt))
+    assert same(one.item(), value) and bool(one) is bool(value)
 
 
 def test_a_view_of_a_packed_type_reads_its_own_elements():

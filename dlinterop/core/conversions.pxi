@@ -140,6 +140,82 @@ cdef object _one_value(Tensor t, str what):
     return value
 
 
+# One element's value, read as a number in C (values.pxi), else by _one_value.
+
+cdef object _item_value(Tensor t):
+    """t.item()."""
+    cdef dli_scalar x
+    cdef dli_scalar_kind kind = _read_scalar(t, &x)
+    if kind != DLI_SCALAR_NONE:
+        return dli_scalar_object(kind, &x)
+    return _one_value(t, "a Python scalar")
+
+
+cdef object _index_value(Tensor t):
+    """operator.index(t), once t's type is checked to be an integer type."""
+    if (element_count(&t.dl) == 1 and host_accessible(t.dl.device.device_type)
+            and t.dl.dtype.lanes == 1):
+        return _read_index(t)
+    return _one_value(t, "an index")
+
+
+cdef object _float_value(Tensor t):
+    """float(t)."""
+    cdef dli_scalar x
+    cdef dli_scalar_kind kind = _read_scalar(t, &x)
+    if kind == DLI_SCALAR_REAL:
+        return x.real
+    if kind == DLI_SCALAR_INT or kind == DLI_SCALAR_BOOL:
+        return <double>x.integer   # as float(int): exact, or rounded to the nearest even
+    if kind == DLI_SCALAR_UINT:
+        return <double>x.unsigned_integer
+    return float(_one_value(t, "a float"))
+
+
+cdef object _int_value(Tensor t):
+    """int(t): a float value truncated as int(x) truncates a float (with its ValueError for
+    NaN and OverflowError for the infinities)."""
+    cdef dli_scalar x
+    cdef dli_scalar_kind kind = _read_scalar(t, &x)
+    if kind == DLI_SCALAR_REAL:
+        return PyLong_FromDouble(x.real)
+    if kind == DLI_SCALAR_INT or kind == DLI_SCALAR_BOOL:
+        return x.integer
+    if kind == DLI_SCALAR_UINT:
+        return x.unsigned_integer
+    return int(_one_value(t, "an int"))
+
+
+cdef object _complex_value(Tensor t):
+    """complex(t)."""
+    cdef dli_scalar x
+    cdef dli_scalar_kind kind = _read_scalar(t, &x)
+    if kind == DLI_SCALAR_COMPLEX:
+        return PyComplex_FromDoubles(x.real, x.imag)
+    if kind == DLI_SCALAR_REAL:
+        return PyComplex_FromDoubles(x.real, 0.0)
+    if kind == DLI_SCALAR_INT or kind == DLI_SCALAR_BOOL:
+        return PyComplex_FromDoubles(<double>x.integer, 0.0)
+    if kind == DLI_SCALAR_UINT:
+        return PyComplex_FromDoubles(<double>x.unsigned_integer, 0.0)
+    return complex(_one_value(t, "a complex"))
+
+
+cdef bint _bool_value(Tensor t) except -1:
+    """bool(t): as bool() of the value (NaN is true, -0.0 false)."""
+    cdef dli_scalar x
+    cdef dli_scalar_kind kind = _read_scalar(t, &x)
+    if kind == DLI_SCALAR_REAL:
+        return x.real != 0
+    if kind == DLI_SCALAR_INT or kind == DLI_SCALAR_BOOL:
+        return x.integer != 0
+    if kind == DLI_SCALAR_UINT:
+        return x.unsigned_integer != 0
+    if kind == DLI_SCALAR_COMPLEX:
+        return x.real != 0 or x.imag != 0
+    return bool(_one_value(t, "a bool"))
+
+
 # repr: values for host Tensors; past this many elements, each axis longer than twice
 # _REPR_EDGE shows its first and last _REPR_EDGE entries around "...", as NumPy and torch do.
 _REPR_THRESHOLD = 1000

@@ -1,5 +1,6 @@
 # Provides: the values of a host Tensor's elements as Python objects, read in C
-# (src/values.h) with no copy: one element (_read_one), nested lists over any shape and
+# (src/values.h) with no copy: one element as a number (_read_scalar), an int
+# (_read_index) or an object (_read_one), nested lists over any shape and
 # strides (_read_nested) and one flat list in C order (_read_flat), for every data type
 # that has a reader (_value_reader); the float8/float6/float4 formats read through tables of
 # their codes' values, filled once from dlinterop._lib.minifloat.
@@ -8,6 +9,8 @@
 cdef extern from "values.h":
     # Python.h's, which values.h includes
     list PyList_New(Py_ssize_t n)   # its items NULL until stored
+    object PyLong_FromDouble(double x)   # int(x) of a float: its errors for NaN and inf
+    object PyComplex_FromDoubles(double real, double imag)
     ctypedef struct dli_reader:
         int lanes
     enum:
@@ -22,6 +25,22 @@ cdef extern from "values.h":
     int dli_read_flat(const dli_reader* r, const char* base, int ndim, const int64_t* shape,
                       const int64_t* strides, int64_t first, object out,
                       Py_ssize_t* at) except -1
+    ctypedef enum dli_scalar_kind:
+        DLI_SCALAR_NONE
+        DLI_SCALAR_BOOL
+        DLI_SCALAR_INT
+        DLI_SCALAR_UINT
+        DLI_SCALAR_REAL
+        DLI_SCALAR_COMPLEX
+    ctypedef struct dli_scalar:
+        int64_t integer
+        uint64_t unsigned_integer
+        double real
+        double imag
+    dli_scalar_kind dli_scalar_at(DLDataType dt, const char* p, const double* tables,
+                                  dli_scalar* out) noexcept nogil
+    object dli_scalar_object(dli_scalar_kind kind, const dli_scalar* x)
+    object dli_int_at(DLDataType dt, const char* p)
 
 
 # The value of each code of each small float format (DLPack's codes 7 to 17, in order),
@@ -77,6 +96,26 @@ cdef inline object _read_one(const dli_reader* r, Tensor t):
     """The value of t's first element (its only one, for item() and float(t) ...); t's
     memory must be host memory."""
     return dli_read_element(r, <const char*>t.dl.data + t.dl.byte_offset, 0)
+
+
+cdef inline dli_scalar_kind _read_scalar(Tensor t, dli_scalar* out) noexcept:
+    """t's value read as a number into *out when t has one element, in host memory, of a
+    type of one lane (what was read: a dli_scalar_kind), else DLI_SCALAR_NONE (and for a
+    small float format until its table is filled): item(), float(t) ... without a reader."""
+    cdef dli_scalar_kind kind
+    if element_count(&t.dl) != 1 or not host_accessible(t.dl.device.device_type):
+        return DLI_SCALAR_NONE
+    kind = dli_scalar_at(t.dl.dtype, <const char*>t.dl.data + t.dl.byte_offset, NULL, out)
+    if kind == DLI_SCALAR_NONE and dli_atomic_load(&_code_values_state) == 1:
+        kind = dli_scalar_at(t.dl.dtype, <const char*>t.dl.data + t.dl.byte_offset,
+                             _code_values, out)   # a small float format, its table filled
+    return kind
+
+
+cdef inline object _read_index(Tensor t):
+    """The int of the only element of a Tensor of an integer type (kDLInt, kDLUInt) of
+    one lane, in host memory: operator.index(t)."""
+    return dli_int_at(t.dl.dtype, <const char*>t.dl.data + t.dl.byte_offset)
 
 
 cdef object _read_nested(const dli_reader* r, Tensor t):
