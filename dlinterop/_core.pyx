@@ -67,5 +67,6 @@ include "core/exchange.pxi"        # dlinterop's own exchange table, published
 include "core/pickling.pxi"        # pickling by value
 include "core/views.pxi"           # views: transpose, reshape, squeeze, dtype views
 include "core/indexing.pxi"        # t[key]: basic indexing
+include "core/values.pxi"          # element values as Python objects, read in C
 include "core/conversions.pxi"     # __array__: NumPy arrays of every type NumPy holds
 include "core/tensor.pxi"          # the Tensor class itself

@@ -266,26 +266,26 @@ cdef class Tensor:
 
     def item(self):
         """The value of a Tensor of one element, as a Python scalar."""
-        return _one_value(self, "a Python scalar")
+        return _item_value(self)
 
     def __float__(self):
-        return float(_one_value(self, "a float"))
+        return _float_value(self)
 
     def __int__(self):
-        return int(_one_value(self, "an int"))
+        return _int_value(self)
 
     def __complex__(self):
-        return complex(_one_value(self, "a complex"))
+        return _complex_value(self)
 
     def __bool__(self):
         # As NumPy's and torch's: a tensor of several elements has no single truth value.
-        return bool(_one_value(self, "a bool"))
+        return _bool_value(self)
 
     def __index__(self):
         """For integer Tensors of one element (so that ``range(t)`` or ``l[t]`` work)."""
         if self.dl.dtype.code not in (kDLInt, kDLUInt):
             raise TypeError(f"only integer tensors can be an index, not {self.dtype.name}")
-        return _one_value(self, "an index")
+        return _index_value(self)
 
     # == and != compare values element by element, as NumPy's and PyTorch's arrays do,
     # giving a bool Tensor (so `if t == u` asks for one truth value of several, and raises);
