@@ -86,7 +86,7 @@ def _isolated(spec, name, rules, timeout):
         if not done and returncode != "timeout" and _setup_failed(stderr):
             # Nothing was checked: every rule fails (n/a would read as a pass, and a
             # framework that cannot be set up must fail --strict and assert_conforms).
-            reason = "cannot be set up: " + _last_line(stderr)
+            reason = "cannot be set up: " + _crash_line(stderr)
             results += [Result(rid, name, role_of[rid], "fail", reason) for rid in pending]
             break
         crashed = pending.pop(0)
@@ -110,21 +110,16 @@ def _isolated(spec, name, rules, timeout):
 
 
 def _crash_line(text):
-    """What a crashed child said of its crash: the message of the C++ exception that ended it
-    (PyTorch's c10::Error, after "what():"), else its last line that is not a native
-    backtrace frame. Frames name addresses and the machine's paths, which a report (and
-    docs/conformance.md, made from one) must not carry."""
+    """What a child that crashed, or could not set up, said of it: the message of the C++
+    exception that ended it (PyTorch's c10::Error, after "what():"), else its last line that
+    is not a native backtrace frame. Frames name addresses and the machine's paths, which a
+    report (and docs/conformance.md, made from one) must not carry."""
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
     for line in lines:
         if line.startswith("what():"):
             return line[len("what():") :].strip()[:200]
     plain = [line for line in lines if not line.startswith("frame #")]
     return plain[-1][:200] if plain else ""
-
-
-def _last_line(text):
-    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
-    return lines[-1][:200] if lines else ""
 
 
 def _setup_failed(stderr):
