@@ -381,12 +381,32 @@ static int dli_read_row(const dli_reader* r, const char* base, int64_t first, in
   return 0;
 }
 
+/* PyList_New(n) (its items NULL), or NULL with MemoryError. In a free-threaded build
+   (3.13 at least) a PyList_New whose items cannot be allocated releases a half-made list
+   and corrupts the interpreter's list free list, a crash later and elsewhere
+   (python/cpython#118331, #152125); so there a list whose items could not be allocated
+   is refused here, before PyList_New is asked: beyond what a Py_ssize_t can count, and,
+   for a large one, when a trial allocation of its size fails. */
+static PyObject* dli_list_new(Py_ssize_t n) {
+#ifdef Py_GIL_DISABLED
+  if (n > 0) {
+    if ((size_t)n > (size_t)PY_SSIZE_T_MAX / sizeof(PyObject*) - 4) return PyErr_NoMemory();
+    if (n >= ((Py_ssize_t)1 << 16)) {
+      void* trial = PyMem_Malloc((size_t)n * sizeof(PyObject*) + 4 * sizeof(PyObject*));
+      if (trial == NULL) return PyErr_NoMemory();
+      PyMem_Free(trial);
+    }
+  }
+#endif
+  return PyList_New(n);
+}
+
 /* Nested lists of the elements of the array at element `first` from base (ndim > 0; shape
    and strides in elements), in C order. A new reference, or NULL with an exception set:
    MemoryError at once for an extent too large to list, even one before an empty axis. */
 static PyObject* dli_read_nested(const dli_reader* r, const char* base, int ndim,
                                  const int64_t* shape, const int64_t* strides, int64_t first) {
-  PyObject* list = PyList_New((Py_ssize_t)shape[0]);
+  PyObject* list = dli_list_new((Py_ssize_t)shape[0]);
   if (list == NULL) return NULL;
   if (ndim == 1) {
     if (dli_read_row(r, base, first, strides[0], (Py_ssize_t)shape[0], list, 0) < 0) {

@@ -8,9 +8,9 @@
 
 cdef extern from "values.h":
     # Python.h's, which values.h includes
-    list PyList_New(Py_ssize_t n)   # its items NULL until stored
     object PyLong_FromDouble(double x)   # int(x) of a float: its errors for NaN and inf
     object PyComplex_FromDoubles(double real, double imag)
+    list dli_list_new(Py_ssize_t n)   # PyList_New: its items NULL until stored
     ctypedef struct dli_reader:
         int lanes
     enum:
@@ -134,6 +134,6 @@ cdef list _read_flat(const dli_reader* r, Tensor t, int64_t count):
         return []
     if t.dl.ndim == 0:
         return [dli_read_element(r, base, 0)]
-    out = PyList_New(<Py_ssize_t>count)
+    out = dli_list_new(<Py_ssize_t>count)
     dli_read_flat(r, base, t.dl.ndim, t.dl.shape, t.dl.strides, 0, out, &at)
     return out
