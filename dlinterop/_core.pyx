@@ -15,7 +15,7 @@ from cpython.buffer cimport (
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.number cimport PyNumber_Index
 from cpython.pycapsule cimport PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_SetName
-from cpython.ref cimport Py_DECREF, PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF, PyObject
 from libc.float cimport FLT_MAX
 from libc.math cimport ceil
 from libc.stdint cimport (

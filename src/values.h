@@ -58,10 +58,10 @@ typedef enum {
 
 typedef struct {
   dli_read_kind kind;
-  int bits;            /* of one lane */
-  int lanes;           /* lanes per element: a tuple of them when more than one */
-  int64_t lane_bytes;  /* bytes per lane (bits / 8) for the kinds read by bytes */
-  const double* table; /* the table kinds: the value of each code */
+  int bits;               /* of one lane */
+  int lanes;              /* lanes per element: a tuple of them when more than one */
+  int64_t lane_bytes;     /* bytes per lane (bits / 8) for the kinds read by bytes */
+  PyObject* const* table; /* the table kinds: each code's value, a float object */
 } dli_reader;
 
 /* The bits of the small float format of DLPack code `code` (8 for the float8 formats, 6
@@ -72,11 +72,12 @@ static inline int dli_table_bits(uint8_t code) {
 }
 
 /* Puts in *r the reader of a data type: 1 when it is ready, 2 when it reads through a
-   table of `tables` (DLI_TABLE_FORMATS tables of DLI_TABLE_CODES doubles each, in DLPack's
-   code order), which must be filled before it is used; 0 (and *r untouched) for a type
-   not read here. */
-static inline int dli_reader_for(uint8_t code, uint8_t bits, uint16_t lanes, const double* tables,
-                                 dli_reader* r) {
+   table of `tables` (DLI_TABLE_FORMATS tables of DLI_TABLE_CODES float objects each, in
+   DLPack's code order, each element read as a new reference to one of them: making a
+   float costs more than a reference), which must be filled before it is used; 0 (and *r
+   untouched) for a type not read here. */
+static inline int dli_reader_for(uint8_t code, uint8_t bits, uint16_t lanes,
+                                 PyObject* const* tables, dli_reader* r) {
   int kind = -1;
   if (lanes == 0 || (lanes > 1 && (bits * lanes) % 8 != 0)) return 0;
   switch (code) {
@@ -277,7 +278,7 @@ static inline PyObject* dli_read_lane(const dli_reader* r, const char* base, int
       memcpy(x, p, sizeof x);
       return PyComplex_FromDoubles(dli_bfloat16_to_double(x[0]), dli_bfloat16_to_double(x[1]));
     }
-    case DLI_READ_TABLE8: return PyFloat_FromDouble(r->table[*(const uint8_t*)p]);
+    case DLI_READ_TABLE8: return Py_NewRef(r->table[*(const uint8_t*)p]);
     case DLI_READ_INT_BITS: {
       long code = (long)dli_code_at(base, lane * r->bits, r->bits);
       return PyLong_FromLong(code >> (r->bits - 1) ? code - (1L << r->bits) : code);
@@ -285,7 +286,7 @@ static inline PyObject* dli_read_lane(const dli_reader* r, const char* base, int
     case DLI_READ_UINT_BITS:
       return PyLong_FromLong((long)dli_code_at(base, lane * r->bits, r->bits));
     case DLI_READ_TABLE_BITS:
-      return PyFloat_FromDouble(r->table[dli_code_at(base, lane * r->bits, r->bits)]);
+      return Py_NewRef(r->table[dli_code_at(base, lane * r->bits, r->bits)]);
   }
   PyErr_SetString(PyExc_SystemError, "dlinterop: an unknown value reader");
   return NULL;
@@ -341,7 +342,7 @@ static int dli_read_row(const dli_reader* r, const char* base, int64_t first, in
     } \
     return 0; \
   } while (0)
-  const double* table = r->table; /* in a register across the calls below */
+  PyObject* const* table = r->table; /* in a register across the calls below */
   const int bits = r->bits;
   if (r->lanes == 1) {
     switch (r->kind) {
@@ -358,12 +359,12 @@ static int dli_read_row(const dli_reader* r, const char* base, int64_t first, in
       case DLI_READ_FLOAT32: DLI_ROW(float, PyFloat_FromDouble(dli_float_to_double(x)));
       case DLI_READ_FLOAT64: DLI_ROW(double, PyFloat_FromDouble(x));
       case DLI_READ_BFLOAT16: DLI_ROW(uint16_t, PyFloat_FromDouble(dli_bfloat16_to_double(x)));
-      case DLI_READ_TABLE8: DLI_ROW(uint8_t, PyFloat_FromDouble(table[x]));
+      case DLI_READ_TABLE8: DLI_ROW(uint8_t, Py_NewRef(table[x]));
       case DLI_READ_COMPLEX64:
         DLI_ROW(dli_complex64,
                 PyComplex_FromDoubles(dli_float_to_double(x.real), dli_float_to_double(x.imag)));
       case DLI_READ_COMPLEX128: DLI_ROW(dli_complex128, PyComplex_FromDoubles(x.real, x.imag));
-      case DLI_READ_TABLE_BITS: DLI_PACKED_ROW(PyFloat_FromDouble(table[code]));
+      case DLI_READ_TABLE_BITS: DLI_PACKED_ROW(Py_NewRef(table[code]));
       case DLI_READ_INT_BITS:
         DLI_PACKED_ROW(
             PyLong_FromLong(code >> (bits - 1) ? (long)code - (1L << bits) : (long)code));

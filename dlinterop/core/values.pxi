@@ -17,7 +17,7 @@ cdef extern from "values.h":
         DLI_TABLE_FIRST_CODE
         DLI_TABLE_FORMATS
         DLI_TABLE_CODES
-    int dli_reader_for(uint8_t code, uint8_t bits, uint16_t lanes, const double* tables,
+    int dli_reader_for(uint8_t code, uint8_t bits, uint16_t lanes, PyObject** tables,
                        dli_reader* r) noexcept nogil
     object dli_read_element(const dli_reader* r, const char* base, int64_t element)
     object dli_read_nested(const dli_reader* r, const char* base, int ndim,
@@ -43,10 +43,13 @@ cdef extern from "values.h":
     object dli_int_at(DLDataType dt, const char* p)
 
 
-# The value of each code of each small float format (DLPack's codes 7 to 17, in order),
-# and their state: 1 once filled, or a set-up state (SETUP_UNDECIDED, SETUP_DECIDING).
-# Filled by the first read of such a type, not at import: that imports minifloat.
+# The value of each code of each small float format (DLPack's codes 7 to 17, in order), as
+# a double (for item(), float(t) ...) and as a float object (the lists of tolist hold new
+# references to these, kept for the life of the process), and their state: 1 once filled,
+# or a set-up state (SETUP_UNDECIDED, SETUP_DECIDING). Filled by the first read of such a
+# type, not at import: that imports minifloat.
 cdef double _code_values[DLI_TABLE_FORMATS * DLI_TABLE_CODES]
+cdef PyObject* _code_objects[DLI_TABLE_FORMATS * DLI_TABLE_CODES]
 cdef Py_ssize_t _code_values_state = SETUP_UNDECIDED
 _register_setup("value_tables", &_code_values_state)
 
@@ -59,18 +62,24 @@ cdef Py_ssize_t _fill_code_values(object unused) except -4:
     cdef DType dt
     cdef int code
     cdef int c
+    cdef Py_ssize_t at
+    cdef object value
     for dt in _dtype_by_name.values():
         code = dt.dl.code - DLI_TABLE_FIRST_CODE
         if dt.dl.lanes == 1 and 0 <= code < DLI_TABLE_FORMATS:
             for c in range(1 << dt.dl.bits):
-                _code_values[code * DLI_TABLE_CODES + c] = minifloat.decode(dt.name, c)
+                at = code * DLI_TABLE_CODES + c
+                _code_values[at] = minifloat.decode(dt.name, c)
+                value = _code_values[at]   # a float object
+                Py_INCREF(value)   # the table's own reference
+                _code_objects[at] = <PyObject*>value
     return 1
 
 
 cdef inline bint _value_reader(DLDataType dt, dli_reader* r) except -1:
     """True with dt's reader in *r; False where dt has none, or its table is being filled
     by another thread meanwhile (the caller then reads through dlinterop._lib.values)."""
-    cdef int found = dli_reader_for(dt.code, dt.bits, dt.lanes, _code_values, r)
+    cdef int found = dli_reader_for(dt.code, dt.bits, dt.lanes, _code_objects, r)
     if found == 2 and dli_atomic_load(&_code_values_state) != 1:
         return _decided(&_code_values_state, _fill_code_values, None) == 1
     return found != 0
