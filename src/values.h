@@ -21,6 +21,7 @@
 
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dlpack/dlpack.h"
@@ -387,15 +388,18 @@ static int dli_read_row(const dli_reader* r, const char* base, int64_t first, in
    and corrupts the interpreter's list free list, a crash later and elsewhere
    (python/cpython#118331, #152125); so there a list whose items could not be allocated
    is refused here, before PyList_New is asked: beyond what a Py_ssize_t can count, and,
-   for a large one, when a trial allocation of its size fails. */
+   for a large one, when a trial allocation of its size fails. The trial is the C
+   library's malloc, which refuses what the system's overcommit rule would not back; the
+   free-threaded build's allocator (mimalloc) reserves any size and the list's clearing
+   then runs the process out of memory. */
 static PyObject* dli_list_new(Py_ssize_t n) {
 #ifdef Py_GIL_DISABLED
   if (n > 0) {
     if ((size_t)n > (size_t)PY_SSIZE_T_MAX / sizeof(PyObject*) - 4) return PyErr_NoMemory();
     if (n >= ((Py_ssize_t)1 << 16)) {
-      void* trial = PyMem_Malloc((size_t)n * sizeof(PyObject*) + 4 * sizeof(PyObject*));
+      void* trial = malloc((size_t)n * sizeof(PyObject*) + 4 * sizeof(PyObject*));
       if (trial == NULL) return PyErr_NoMemory();
-      PyMem_Free(trial);
+      free(trial);
     }
   }
 #endif
