@@ -601,6 +601,25 @@ def test_buffer_requests_and_their_refusals():
     )
 
 
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_one_axis_buffers_and_their_strides(name):
+    # A contiguous axis has no strides allocated for it (they point at the item size);
+    # a strided or reversed one has them computed, as every other layout.
+    t = dl.arange(6, dtype=name) if name != "bool" else dl.ones(6, "bool")
+    for view, step in ((t, 1), (t[::2], 2), (t[::-1], -1), (t[1:1], 1)):
+        m = memoryview(view)
+        assert (m.shape, m.strides) == ((len(view),), (step * t.itemsize,))
+        assert m.nbytes == view.nbytes and np.asarray(view).tolist() == view.tolist()
+        for flags in (PyBUF_SIMPLE, PyBUF_ND, PyBUF_STRIDES, PyBUF_C_CONTIGUOUS):
+            refused = (
+                None
+                if step == 1 or flags == PyBUF_STRIDES
+                else (BufferError, "tensor is not C-contiguous")
+            )
+            assert _get_buffer(view, flags) == refused
+        m.release()
+
+
 def test_buffer_exports_are_released():
     t = dl.arange(12, dtype="float64")
     before = sys.getrefcount(t)

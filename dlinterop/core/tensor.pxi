@@ -346,7 +346,8 @@ cdef class Tensor:
         cdef int64_t length
         cdef int ndim = self.dl.ndim
         cdef int i
-        cdef bint contiguous
+        cdef bint strides_wanted = (flags & PyBUF_STRIDES) == PyBUF_STRIDES
+        cdef bint one_axis
         if not host_accessible(self.dl.device.device_type):
             raise BufferError(f"memory on {self.device} is not host-accessible; "
                               f"{_host_hint(self.dl.device)}")
@@ -355,19 +356,23 @@ cdef class Tensor:
                               "use DLPack (from_dlpack) to exchange it")
         if (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE and _is_readonly(self):
             raise BufferError("tensor is read-only")
-        contiguous = is_c_contiguous(&self.dl)
-        if (flags & PyBUF_STRIDES) != PyBUF_STRIDES or (
-                flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS:
-            if not contiguous:
+        # The layout is looked at only for a request that names one (a strided request,
+        # NumPy's and memoryview's, takes any).
+        if not strides_wanted or (flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS:
+            if not is_c_contiguous(&self.dl):
                 raise BufferError("tensor is not C-contiguous")
         if (flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS and ndim > 1:
             raise BufferError("tensor is not Fortran-contiguous")
-        if (flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS and not contiguous:
+        if ((flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS
+                and not is_c_contiguous(&self.dl)):
             raise BufferError("tensor is not contiguous")
         if __builtin_mul_overflow(element_count(&self.dl), itemsize, &length):
             # A broadcast view can name more bytes than an address space holds.
             raise BufferError(f"a buffer of {self.size} x {itemsize} bytes cannot be described")
-        if ndim > 0 and (flags & PyBUF_STRIDES) == PyBUF_STRIDES:
+        # One contiguous axis: its stride is the item size, which the buffer holds itself
+        # (buf.strides points at buf.itemsize, as CPython's array does): nothing to allocate.
+        one_axis = ndim == 1 and self.dl.strides[0] == 1
+        if ndim > 0 and strides_wanted and not one_axis:
             byte_strides = <Py_ssize_t*>malloc(ndim * sizeof(Py_ssize_t))
             if byte_strides == NULL:
                 raise MemoryError()
@@ -381,9 +386,9 @@ cdef class Tensor:
         buf.format = <char*>fmt if (flags & PyBUF_FORMAT) == PyBUF_FORMAT else NULL
         buf.ndim = ndim
         buf.shape = <Py_ssize_t*>self.dl.shape if (flags & PyBUF_ND) == PyBUF_ND else NULL
-        buf.strides = byte_strides
+        buf.strides = &buf.itemsize if strides_wanted and one_axis else byte_strides
         buf.suboffsets = NULL
-        buf.internal = byte_strides
+        buf.internal = byte_strides   # freed by __releasebuffer__ (NULL: nothing to free)
 
     def __releasebuffer__(self, Py_buffer* buf):
         free(buf.internal)
