@@ -33,7 +33,12 @@ if not __package__:
     # The repository root instead, as python -m benchmarks has it.
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from benchmarks.peers import build_inputs, load_kernels, load_libraries  # noqa: E402
+from benchmarks.peers import (  # noqa: E402
+    build_inputs,
+    build_tensor_inputs,
+    load_kernels,
+    load_libraries,
+)
 from benchmarks.plot import plot  # noqa: E402
 from benchmarks.report import SECTION_TITLES, print_table, summarise  # noqa: E402
 from benchmarks.rows import (  # noqa: E402
@@ -41,10 +46,12 @@ from benchmarks.rows import (  # noqa: E402
     EXCHANGE_COLUMNS,
     HEADINGS,
     PEERS,
+    TENSOR_COLUMNS,
     WAY_OUT_COLUMNS,
     define_exchange_rows,
     define_rows,
     define_scaling_rows,
+    define_tensor_rows,
     define_way_out_rows,
 )
 from benchmarks.timing import (  # noqa: E402
@@ -95,6 +102,11 @@ def main(argv=None):
         help="only rows whose name or statements contain this text",
     )
     parser.add_argument(
+        "--section",
+        default=None,
+        help="only the rows of this table (e.g. tensor, export, import, scaling)",
+    )
+    parser.add_argument(
         "--list", action="store_true", help="print each row's statements instead of timing them"
     )
     args = parser.parse_args(argv)
@@ -122,6 +134,7 @@ def main(argv=None):
     scaling = [row for row in define_scaling_rows() if runnable(row)]
     exchange = [row for row in define_exchange_rows() if runnable(row)]
     way_out = [row for row in define_way_out_rows() if runnable(row)]
+    tensor = define_tensor_rows()
     for row in exchange:
         row.statements = {
             c: s for c, s in row.statements.items() if c not in PEERS or c in libraries
@@ -137,25 +150,32 @@ def main(argv=None):
 
         rows, scaling = [r for r in rows if keep(r)], [r for r in scaling if keep(r)]
         way_out = [r for r in way_out if keep(r)]
+        tensor = [r for r in tensor if keep(r)]
         kept = [r for r in exchange if r.values_from is None and keep(r)]
         exchange = [r for r in exchange if r in kept or r.values_from in kept]
+    if args.section:
+        rows, scaling, exchange, way_out, tensor = (
+            [r for r in group if r.section == args.section]
+            for group in (rows, scaling, exchange, way_out, tensor)
+        )
     if args.list:
-        for row in rows + exchange + way_out + scaling:
+        for row in rows + exchange + way_out + tensor + scaling:
             print(f"[{row.section}] {row.name}")
             for column, statement in row.statements.items():
                 print(f"    {HEADINGS.get(column, column):>10}: {statement}")
         return 0
 
     build_inputs(ns)
+    build_tensor_inputs(ns)
     # The peers leave large heaps behind; frozen, they make each gc.collect() cheap.
     gc.collect()
     gc.freeze()
-    for row in rows + exchange + way_out + scaling:
+    for row in rows + exchange + way_out + tensor + scaling:
         time_row(row, ns, mode)
     other = []
     processes = []
     live_exports = None
-    if not args.pattern:
+    if not (args.pattern or args.section):
         processes = process_rows(libraries, args.mode)
         other = import_rows(libraries, mode)
         memory, live_exports = memory_rows(ns, mode)
@@ -199,6 +219,14 @@ def main(argv=None):
             out,
             with_ratio=False,
         )
+    if tensor:
+        print_table(
+            tensor,
+            [c for c in TENSOR_COLUMNS if any(c in r.statements for r in tensor)],
+            SECTION_TITLES["tensor"],
+            out,
+            with_ratio=False,
+        )
     if scaling:
         print_table(
             scaling, ["1 element", "64 MiB"], SECTION_TITLES["scaling"], out, with_ratio=False
@@ -219,7 +247,9 @@ def main(argv=None):
                 file=out,
             )
 
-    summaries = [summarise(row) for row in rows + exchange + way_out + scaling + processes + other]
+    summaries = [
+        summarise(row) for row in rows + exchange + way_out + tensor + scaling + processes + other
+    ]
     judged = [s for s in summaries if s["target"] is not None]
     missed = [s["name"] for s in judged if s["target"]["met"] is False]
     unknown_verdict = [s["name"] for s in judged if s["target"]["met"] is None]

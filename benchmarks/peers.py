@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from benchmarks.rows import BIG, SMALL
+from benchmarks.rows import BIG, SMALL, TOLIST_NUMPY_DTYPES, TOLIST_OTHER_DTYPES
 
 
 def load_libraries(wanted):
@@ -119,3 +119,25 @@ def load_kernels(ns, notes):
             continue
         if module is not None:
             ns[name] = module
+
+
+def build_tensor_inputs(ns):
+    """The inputs of the everyday-Tensor rows (rows.define_tensor_rows): a 16x16 float32
+    tensor and array of the same values, a (16, 1, 16) pair, 0-d pairs, the 16x16 values as
+    a list, and per dtype a 16x16 tensor (and array, where NumPy has the type) of values
+    that dtype holds."""
+    dl, np = ns["dl"], ns["np"]
+    a2 = np.arange(256, dtype=np.float32).reshape(16, 16)
+    ns["a2"], ns["t2"] = a2, dl.asarray(a2).copy()
+    ns["m2"] = memoryview(a2)
+    ns["a3"] = np.ones((16, 1, 16), np.float32)
+    ns["t3"] = dl.ones((16, 1, 16), dtype=dl.float32)
+    ns["a0"], ns["t0"] = np.ones((), np.float32), dl.ones((), dtype=dl.float32)
+    ns["a0i"], ns["t0i"] = np.ones((), np.int64), dl.ones((), dtype=dl.int64)
+    ns["l2"] = a2.tolist()
+    ns["al"], ns["tl"] = {}, {}
+    for name in TOLIST_NUMPY_DTYPES:
+        ns["al"][name] = (np.arange(256) % 2).astype(name).reshape(16, 16)
+        ns["tl"][name] = dl.asarray(ns["al"][name]).copy()
+    for name in TOLIST_OTHER_DTYPES:
+        ns["tl"][name] = dl.zeros((16, 16), dtype=name)

@@ -13,10 +13,14 @@ from cpython.buffer cimport (
     PyObject_GetBuffer,
 )
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.number cimport PyNumber_Index
 from cpython.pycapsule cimport PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_SetName
-from cpython.ref cimport Py_DECREF, PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF, PyObject
+from libc.float cimport FLT_MAX
+from libc.math cimport ceil
 from libc.stdint cimport (
-    INT64_MAX, INT64_MIN, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t,
+    INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
+    uint64_t, uintptr_t,
 )
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset, strcmp
@@ -61,6 +65,8 @@ include "core/python_data.pxi"     # arange, Tensors from nested sequences
 include "core/bridge.pxi"          # asarray over the array interfaces and the buffer protocol
 include "core/exchange.pxi"        # dlinterop's own exchange table, published
 include "core/pickling.pxi"        # pickling by value
-include "core/views.pxi"           # views: indexing, transpose, reshape, dtype views
+include "core/views.pxi"           # views: transpose, reshape, squeeze, dtype views
+include "core/indexing.pxi"        # t[key]: basic indexing
+include "core/values.pxi"          # element values as Python objects, read in C
 include "core/conversions.pxi"     # __array__: NumPy arrays of every type NumPy holds
 include "core/tensor.pxi"          # the Tensor class itself

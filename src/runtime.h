@@ -64,6 +64,16 @@ void dli_unpack_codes(uint8_t* dst, const uint8_t* src, int64_t count, int bits)
 /* Fills a contiguous buffer with `count` copies of the `itemsize`-byte pattern. */
 void dli_fill(char* dst, const char* pattern, size_t itemsize, int64_t count);
 
+/* dl.arange's values: dst[i] = start + i * step for i < count, as elements of DLPack type
+ * (code, bits), one lane: kDLInt or kDLUInt of 8 to 64 bits, or kDLFloat of 32 or 64 bits
+ * (converted as a cast converts, through double for float32). The caller checks that every
+ * value fits int64 and the type. */
+void dli_arange_int(void* dst, int code, int bits, int64_t start, int64_t step, int64_t count);
+
+/* The same in floating point, float32 (bits 32, each value rounded from double) or float64:
+ * start + (double)i * step, rounded after the product and after the sum as Python rounds. */
+void dli_arange_double(void* dst, int bits, double start, double step, int64_t count);
+
 #ifdef __cplusplus
 }
 #endif

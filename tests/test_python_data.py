@@ -248,6 +248,31 @@ def test_tolist_of_an_empty_tensor_with_a_huge_extent_is_memory_error_at_once():
     assert dl.empty((3, 0)).tolist() == [[], [], []]
 
 
+def test_a_list_too_large_to_make_leaves_the_interpreter_sound():
+    # Nested (an extent before an empty axis) and flat (a broadcast view naming 2**40
+    # elements): on free-threaded CPython 3.13 a PyList_New that fails corrupted the list
+    # free list, and a later list crashed the process.
+    proc = run_apart("""
+        import gc
+        import numpy as np
+        import dlinterop as dl
+        huge = dl.from_dlpack(np.broadcast_to(np.zeros(1, np.float32), (2**40,)))
+        for _ in range(50):
+            for call in (dl.empty((2**62, 0)).tolist, huge.tolist):
+                try:
+                    call()
+                except MemoryError:
+                    pass
+                else:
+                    raise SystemExit("no MemoryError")
+            rows = [[i] * 3 for i in range(2000)]
+        gc.collect()
+        print(len(rows), dl.empty((3, 0)).tolist())
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["2000", "[[],", "[],", "[]]"]
+
+
 @pytest.mark.parametrize(
     "name", ["float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn", "int4", "uint2", "int1"]
 )

@@ -333,6 +333,48 @@ def test_racing_consumers_of_a_foreign_capsule_deleter_runs_once():
 
 
 # --------------------------------------------------------------------------------------
+# New Tensors made and freed on every thread (the allocator and its counters are shared)
+# --------------------------------------------------------------------------------------
+
+
+def test_tensors_made_and_freed_on_many_threads():
+    # Small blocks (from the heap's per-thread caches), blocks past the size where zeros
+    # come from the kernel, and every creation path; some Tensors die on another thread.
+    handed = queue.Queue()
+
+    def worker(index):
+        kept = []
+        for i in range(ITERATIONS // 20):
+            n = 16 + (i + index) % 7
+            e = dl.empty((n,))
+            z = dl.zeros(n, "float64")
+            o = dl.ones((2, n), dl.int32)
+            f = dl.full(n, 2.5)
+            r = dl.arange(n)
+            assert e.data_ptr % 256 == 0 and z.data_ptr % 256 == 0
+            assert bytes(memoryview(z)) == bytes(8 * n)
+            assert memoryview(o).tolist() == [[1] * n] * 2
+            assert memoryview(f).tolist() == [2.5] * n
+            assert memoryview(r).tolist() == list(range(n))
+            if i % 50 == 0:
+                big = dl.zeros(200 << 10, "uint8", alignment=4096)
+                assert big.data_ptr % 4096 == 0 and bytes(memoryview(big)) == bytes(200 << 10)
+                handed.put(big)
+            kept.append(f)
+            if len(kept) > 8:
+                handed.put(kept.pop(0))
+            else:
+                try:
+                    handed.get_nowait()  # freed here, made on another thread
+                except queue.Empty:
+                    pass
+
+    run_threads(worker)
+    while not handed.empty():
+        handed.get_nowait()
+
+
+# --------------------------------------------------------------------------------------
 # Framework tensors through the C exchange API (the per-type cache is shared)
 # --------------------------------------------------------------------------------------
 
@@ -491,6 +533,40 @@ def test_producer_entry_replaced_while_many_threads_import():
         )
         assert out.returncode == 0, out.stderr[-4000:]
         assert out.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------------------
+# Views made in C from many threads
+# --------------------------------------------------------------------------------------
+
+
+def test_views_of_shared_tensors_from_many_threads():
+    """Indexing, transpose, reshape, view and squeeze read their arguments and the source's
+    layout in C: threads making views of one tensor and of each other's views see the right
+    elements, and the root's reference count comes back when the views are gone."""
+    base = np.arange(6 * 8, dtype=np.float32).reshape(6, 8)
+    root = dl.from_dlpack(base).copy()
+    expected = base.copy()
+    before = sys.getrefcount(root)
+
+    def work(index):
+        for i in range(ITERATIONS // 10):
+            row = (index + i) % 6
+            view = root[row]
+            assert view[3].item() == expected[row, 3]
+            assert root[row, ::-2].shape == (4,)
+            assert root[1:5:2, None, ..., 2].shape == (2, 1)
+            flat = root.T.reshape(-1)
+            assert flat[row].item() == expected.T.reshape(-1)[row]
+            assert root.view(48)[row * 8 + 1].item() == expected[row, 1]
+            assert (
+                root.reshape(6, 1, 8).squeeze(1).transpose(1, 0)[2, row].item()
+                == (expected[row, 2])
+            )
+            assert root.unsqueeze(0)[0, row, 7].item() == expected[row, 7]
+
+    run_threads(work)
+    assert refcounts_settle(lambda: sys.getrefcount(root), before) == before
 
 
 # --------------------------------------------------------------------------------------

@@ -3,7 +3,12 @@ for every DLPack data type, with the standard library alone: the struct module's
 where it has one, bfloat16 through float32's bit pattern, complex types as pairs, the
 float8/float6/float4 formats through dlinterop._lib.minifloat, sub-byte integers as two's
 complement codes. Vector types (lanes > 1) give a tuple per element. Every path is linear
-in the number of elements; text() writes a value with as few digits as its type needs.
+in the number of elements; formatter() writes a value with as few digits as its type needs.
+
+dlinterop's core reads values in C (src/values.h, dlinterop/core/values.pxi), to the same
+bits; this reader serves what that one leaves to it (a data type it has no reader for, the
+small float formats while another thread fills their tables) and is the reference the
+tests hold it to. equal() and formatter() serve == and repr.
 """
 
 import struct

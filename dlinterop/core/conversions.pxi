@@ -2,11 +2,11 @@
 # memory for every data type NumPy holds (bfloat16 and the small floats through ml_dtypes;
 # the packed sub-byte types as an unpacked copy, one element per byte as ml_dtypes holds
 # them), a clear TypeError for the others, never an array of objects; contiguous(); the
-# values as Python objects (tolist, item, float(t) ..., read by dlinterop._lib.values), their
-# element-wise comparison (==, !=, in) and their text in repr.
+# values as Python objects (tolist, item, float(t) ..., read in C by values.pxi, else by
+# dlinterop._lib.values), their element-wise comparison (==, !=, in) and their text in repr.
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi (the host hint),
 # copies.pxi, creation.pxi (bool results), bridge.pxi (asarray), pickling.pxi (_RawBytes),
-# views.pxi.
+# views.pxi, indexing.pxi, values.pxi.
 
 _CARRIERS = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}
 
@@ -75,11 +75,16 @@ cdef object _values_of(Tensor t):
 
 cdef object _read_values(Tensor t, bint flat):
     """t's values, read in host memory in C order: nested lists (a scalar when 0-d), or
-    with `flat` one list of them."""
+    with `flat` one list of them. Read in C where the type has a reader (values.pxi), over
+    t's own strides; else, or when the element count overflows int64, through a C-order
+    copy by dlinterop._lib.values."""
     if not host_accessible(t.dl.device.device_type):
         t = _copy_tensor(t, _CPU)
-    cdef Tensor src = _contiguous(t)
+    cdef dli_reader reader
     cdef int64_t count
+    if _value_reader(t.dl.dtype, &reader) and _count_fits(t, &count):
+        return _read_flat(&reader, t, count) if flat else _read_nested(&reader, t)
+    cdef Tensor src = _contiguous(t)
     cdef bytes codes
     from dlinterop._lib import values as _values
     if _is_packed_subbyte(src.dl.dtype):
@@ -121,15 +126,94 @@ cdef object _compare(Tensor t, object other, bint negate):
 
 cdef object _one_value(Tensor t, str what):
     """The value of a one-element Tensor (float(t), int(t), t.item(), ...)."""
+    cdef dli_reader reader
     if element_count(&t.dl) != 1:
         raise TypeError(f"only a tensor of one element can be converted to {what}; this one "
                         f"has shape {_shape_of(t)}") if what != "a bool" else ValueError(
             f"the truth value of a tensor of shape {_shape_of(t)} is ambiguous (it holds "
             f"{element_count(&t.dl)} elements)")
+    if host_accessible(t.dl.device.device_type) and _value_reader(t.dl.dtype, &reader):
+        return _read_one(&reader, t)   # the only element: every index 0, at byte_offset
     value = _values_of(t)
     while type(value) is list:
         value = value[0]
     return value
+
+
+# One element's value, read as a number in C (values.pxi), else by _one_value.
+
+cdef object _item_value(Tensor t):
+    """t.item()."""
+    cdef dli_scalar x
+    cdef dli_scalar_kind kind = _read_scalar(t, &x)
+    if kind != DLI_SCALAR_NONE:
+        return dli_scalar_object(kind, &x)
+    return _one_value(t, "a Python scalar")
+
+
+cdef object _index_value(Tensor t):
+    """operator.index(t), once t's type is checked to be an integer type."""
+    if (element_count(&t.dl) == 1 and host_accessible(t.dl.device.device_type)
+            and t.dl.dtype.lanes == 1):
+        return _read_index(t)
+    return _one_value(t, "an index")
+
+
+cdef object _float_value(Tensor t):
+    """float(t)."""
+    cdef dli_scalar x
+    cdef dli_scalar_kind kind = _read_scalar(t, &x)
+    if kind == DLI_SCALAR_REAL:
+        return x.real
+    if kind == DLI_SCALAR_INT or kind == DLI_SCALAR_BOOL:
+        return <double>x.integer   # as float(int): exact, or rounded to the nearest even
+    if kind == DLI_SCALAR_UINT:
+        return <double>x.unsigned_integer
+    return float(_one_value(t, "a float"))
+
+
+cdef object _int_value(Tensor t):
+    """int(t): a float value truncated as int(x) truncates a float (with its ValueError for
+    NaN and OverflowError for the infinities)."""
+    cdef dli_scalar x
+    cdef dli_scalar_kind kind = _read_scalar(t, &x)
+    if kind == DLI_SCALAR_REAL:
+        return PyLong_FromDouble(x.real)
+    if kind == DLI_SCALAR_INT or kind == DLI_SCALAR_BOOL:
+        return x.integer
+    if kind == DLI_SCALAR_UINT:
+        return x.unsigned_integer
+    return int(_one_value(t, "an int"))
+
+
+cdef object _complex_value(Tensor t):
+    """complex(t)."""
+    cdef dli_scalar x
+    cdef dli_scalar_kind kind = _read_scalar(t, &x)
+    if kind == DLI_SCALAR_COMPLEX:
+        return PyComplex_FromDoubles(x.real, x.imag)
+    if kind == DLI_SCALAR_REAL:
+        return PyComplex_FromDoubles(x.real, 0.0)
+    if kind == DLI_SCALAR_INT or kind == DLI_SCALAR_BOOL:
+        return PyComplex_FromDoubles(<double>x.integer, 0.0)
+    if kind == DLI_SCALAR_UINT:
+        return PyComplex_FromDoubles(<double>x.unsigned_integer, 0.0)
+    return complex(_one_value(t, "a complex"))
+
+
+cdef bint _bool_value(Tensor t) except -1:
+    """bool(t): as bool() of the value (NaN is true, -0.0 false)."""
+    cdef dli_scalar x
+    cdef dli_scalar_kind kind = _read_scalar(t, &x)
+    if kind == DLI_SCALAR_REAL:
+        return x.real != 0
+    if kind == DLI_SCALAR_INT or kind == DLI_SCALAR_BOOL:
+        return x.integer != 0
+    if kind == DLI_SCALAR_UINT:
+        return x.unsigned_integer != 0
+    if kind == DLI_SCALAR_COMPLEX:
+        return x.real != 0 or x.imag != 0
+    return bool(_one_value(t, "a bool"))
 
 
 # repr: values for host Tensors; past this many elements, each axis longer than twice

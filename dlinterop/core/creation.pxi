@@ -1,27 +1,72 @@
-# Provides: dl.empty, dl.zeros, dl.ones and dl.full (in shared memory with shared=True), with
-# the encoding of values for every data type (sub-byte ones packed: _encode_values, and
+# Provides: dl.empty, dl.zeros, dl.ones and dl.full (in shared memory with shared=True), their
+# common arguments and values read in C (_dims_fast, _dtype_arg, _encode_common), with the
+# encoding of values for every data type (sub-byte ones packed: _encode_values, and
 # _store_values, which python_data.pxi and conversions.pxi use too); dl.share.
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, allocator.pxi,
 # copies.pxi, placement.pxi, shared.pxi, cuda_ipc.pxi, importer.pxi.
 
+cdef inline DType _dtype_arg(object x):
+    """The DType a creation call's dtype argument names: a DType, None (float32) and a
+    registered name read here without a call; anything else through dtype()."""
+    if type(x) is DType:
+        return <DType>x
+    if x is None:
+        return _float32
+    if type(x) is str:
+        found = _dtype_by_name.get(x)
+        if found is not None:
+            return <DType>found
+    return dtype(x)
+
+
+cdef inline int _dims_fast(object shape, int64_t* dims) noexcept:
+    """The ndim of a shape that is an exact int or a tuple of at most MAX_NDIM exact ints,
+    each small enough to read without a call, with `dims` filled; -1 for any other shape,
+    which dims_from_python reads (with the same results: this is its common case only).
+    Negative values pass through: the size rule refuses them, as for every shape."""
+    cdef long value
+    cdef Py_ssize_t ndim, i
+    if type(shape) is int:
+        if not dli_small_long(<PyObject*>shape, &value):
+            return -1
+        dims[0] = value
+        return 1
+    if type(shape) is tuple:
+        ndim = PyTuple_GET_SIZE(shape)
+        if ndim > MAX_NDIM:
+            return -1
+        for i in range(ndim):
+            if not dli_small_long(PyTuple_GET_ITEM(shape, i), &value):
+                return -1
+            dims[i] = value
+        return <int>ndim
+    return -1
+
+
 cdef Tensor _new_from_python(object shape, object dtype_like, object device, object alignment,
                              bint zero, bint shared=False):
-    cdef DType dt = _float32 if dtype_like is None else dtype(dtype_like)
+    cdef DType dt = _dtype_arg(dtype_like)
     cdef DLDevice dev
     cdef int64_t dims[MAX_NDIM]
     cdef int ndim
     cdef Py_ssize_t align
+    cdef long small
     if device is None or device == "cpu":
         dev.device_type = kDLCPU
         dev.device_id = 0
     else:
         dev = _parse_device(device)
-    align = operator.index(alignment)
+    if dli_small_long(<PyObject*>alignment, &small):
+        align = small
+    else:
+        align = PyNumber_Index(alignment)
     if align <= 0 or (align & (align - 1)) != 0:
         raise ValueError(f"alignment must be a power of two, got {alignment}")
     if align < dt.itemsize:
         raise ValueError(f"alignment {align} is smaller than the item size {dt.itemsize} of {dt}")
-    ndim = dims_from_python(shape, dims, False)
+    ndim = _dims_fast(shape, dims)
+    if ndim < 0:
+        ndim = dims_from_python(shape, dims, False)
     if shared:
         if dev.device_type != kDLCPU:
             _check_alignment(dev, align)
@@ -78,26 +123,120 @@ def full(shape, value, dtype=None, *, device="cpu", alignment=256,
             dtype = _INFERRED_DTYPES[3]
         else:
             raise TypeError(f"cannot infer a dtype from {type(value).__name__}; pass dtype=")
-    cdef DType dt = dtype if type(dtype) is DType else _dtype_of(dtype)
-    cdef bytes pattern = _encode_scalar(dt, value)
-    cdef Tensor t
-    cdef int64_t count, tail
-    if dt.dl.bits < 8:
-        return _full_packed(shape, pattern[0], dt, device, alignment, shared)
-    t = _new_from_python(shape, dt, device, alignment, False, shared)
-    count = element_count(&t.dl)
-    if t.dl.device.device_type == kDLCPU:
-        dli_fill(<char*>t.dl.data, pattern, len(pattern), count)
-    else:
-        _device_fill(t, pattern, count)
-    return t
+    return _full(shape, value, _dtype_arg(dtype), device, alignment, shared)
 
 
 def ones(shape, dtype="float32", *, device="cpu", alignment=256, shared=False):
     """A new Tensor of `shape` filled with ones; float32 by default (NumPy's default is
     float64). The parameters are dl.empty's."""
-    return full(shape, True if _dtype_of(dtype) is bool_ else 1, dtype, device=device,
-                alignment=alignment, shared=shared)
+    # None names no type here (dl.full would infer one from the value): dtype() refuses it.
+    cdef DType dt = _dtype_of(dtype) if dtype is None else _dtype_arg(dtype)
+    return _full(shape, True if dt is bool_ else 1, dt, device, alignment, shared)
+
+
+cdef Tensor _full(object shape, object value, DType dt, object device, object alignment,
+                  bint shared):
+    """full() once its type is known: the value encoded first (a value the type cannot hold
+    is refused before any memory is taken), then the Tensor made and filled."""
+    cdef uint64_t element[2]    # one element of up to 16 bytes, for the common cases
+    cdef const char* pattern
+    cdef bytes encoded
+    cdef Tensor t
+    cdef int64_t count
+    if _encode_common(dt, value, <char*>element):
+        pattern = <const char*>element
+    else:
+        encoded = _encode_scalar(dt, value)
+        if dt.dl.bits < 8:
+            return _full_packed(shape, encoded[0], dt, device, alignment, shared)
+        pattern = PyBytes_AS_STRING(encoded)
+    t = _new_from_python(shape, dt, device, alignment, False, shared)
+    count = element_count(&t.dl)
+    if t.dl.device.device_type == kDLCPU:
+        dli_fill(<char*>t.dl.data, pattern, <size_t>dt.itemsize, count)
+    else:
+        _device_fill(t, PyBytes_FromStringAndSize(<char*>pattern, dt.itemsize), count)
+    return t
+
+
+cdef inline bint _float_of(object value, double* out) noexcept:
+    """The value float(value) gives, for an exact float, bool, or int small enough to read
+    without a call; False for any other object."""
+    cdef long small
+    if type(value) is float:
+        out[0] = PyFloat_AS_DOUBLE(value)
+        return True
+    if dli_small_long(<PyObject*>value, &small):
+        out[0] = <double>small
+        return True
+    if type(value) is bool:
+        out[0] = 1.0 if value is True else 0.0
+        return True
+    return False
+
+
+cdef inline bint _fits_int(int64_t value, uint8_t code, int bits) noexcept:
+    """Whether value is in the range of the integer type (code kDLInt or kDLUInt, bits)."""
+    if code == kDLUInt:
+        return value >= 0 and (bits == 64 or value < (<int64_t>1 << bits))
+    return bits == 64 or -(<int64_t>1 << (bits - 1)) <= value < (<int64_t>1 << (bits - 1))
+
+
+cdef bint _encode_common(DType dt, object value, char* out) noexcept:
+    """The element _encode_scalar makes, written to `out` without a call, for the common
+    cases: an exact bool, int or float as bool, an integer type of 8 to 64 bits, float32,
+    float64, complex64 or complex128. False, with nothing written, in every other case: a
+    value that needs a conversion, is NaN or does not fit the type; _encode_scalar encodes
+    those, or refuses them with its message."""
+    cdef uint8_t code = dt.dl.code
+    cdef int bits = dt.dl.bits
+    cdef double d
+    cdef float f
+    cdef long long i
+    cdef int overflow = 0
+    if dt.dl.lanes != 1 or bits < 8:
+        return False
+    if code == kDLBool:
+        if not _float_of(value, &d):
+            return False
+        out[0] = 1 if d != 0.0 else 0        # bool(value): NaN is true
+        return True
+    if code == kDLInt or code == kDLUInt:
+        # Ints and bools only: _integral truncates a float, and refuses NaN and infinity.
+        if type(value) is bool:
+            i = 1 if value is True else 0
+        elif type(value) is int:
+            i = PyLong_AsLongLongAndOverflow(<PyObject*>value, &overflow)
+            if overflow:
+                return False
+        else:
+            return False
+        if not _fits_int(i, code, bits):
+            return False
+        if bits == 8:
+            (<int8_t*>out)[0] = <int8_t>i
+        elif bits == 16:
+            (<int16_t*>out)[0] = <int16_t>i
+        elif bits == 32:
+            (<int32_t*>out)[0] = <int32_t>i
+        else:
+            (<int64_t*>out)[0] = i
+        return True
+    if code != kDLFloat and code != kDLComplex:
+        return False
+    if not _float_of(value, &d) or d != d:
+        return False
+    if code == kDLComplex:
+        bits //= 2
+        memset(out, 0, bits // 4)      # both parts: a real value's imaginary part is +0.0
+    if bits == 64:
+        memcpy(out, &d, 8)
+        return True
+    if bits != 32 or not (-FLT_MAX <= d <= FLT_MAX):
+        return False        # float16, or past float32's range: _pack_float's rule
+    f = <float>d            # rounded to nearest, as struct rounds
+    memcpy(out, &f, 4)
+    return True
 
 
 cdef Tensor _full_packed(object shape, int code, DType dt, object device, object alignment,

@@ -6,6 +6,9 @@ cdef dict _dtype_by_key = {}    # packed (code, bits, lanes) -> DType
 # [code][bits]: bit (lanes - 1) is set for every registered triple; read without the GIL.
 cdef uint8_t _registered_lanes[kDLBcomplex + 1][256]
 cdef dict _dtype_by_name = {}   # name -> DType
+# [code][bits / 8]: the buffer-protocol format of each one-lane type that has one, NULL
+# elsewhere; read without a lookup by the buffer export.
+cdef const char* _buffer_formats[kDLBcomplex + 1][17]
 
 cdef inline uint64_t _dtype_key(uint8_t code, uint8_t bits, uint16_t lanes) noexcept nogil:
     return <uint64_t>code | (<uint64_t>bits << 8) | (<uint64_t>lanes << 16)
@@ -111,6 +114,8 @@ cdef DType _register_dtype(str name, uint8_t code, uint8_t bits, uint16_t lanes,
     _dtype_by_key[_dtype_key(code, bits, lanes)] = dt
     _dtype_by_name[name] = dt
     _registered_lanes[code][bits] |= 1 << (lanes - 1)
+    if lanes == 1 and bits % 8 == 0 and bits <= 128:
+        _buffer_formats[code][bits // 8] = fmt
     return dt
 
 
@@ -234,6 +239,14 @@ cdef bint _valid_dtype_nogil(DLDataType dt) noexcept nogil:
     if dt.code > kDLBcomplex or dt.lanes > 8 * sizeof(_registered_lanes[0][0]):
         return False
     return (_registered_lanes[dt.code][dt.bits] >> (dt.lanes - 1)) & 1 if dt.lanes else False
+
+
+cdef inline const char* _buffer_format_of(DLDataType dt) noexcept nogil:
+    """The buffer-protocol format of a registered type (its DType's buffer_format), NULL
+    when it has none."""
+    if dt.lanes != 1 or dt.bits & 7 or dt.bits > 128 or dt.code > kDLBcomplex:
+        return NULL
+    return _buffer_formats[dt.code][dt.bits >> 3]
 
 
 cdef inline bint _is_packed_subbyte(DLDataType dt) noexcept nogil:

@@ -277,8 +277,9 @@ cdef object _export(Tensor t, object stream, object max_version, object dl_devic
 cdef int _check_stream_arg(Tensor t, object stream) except -1:
     """The stream= rule (placement.pxi), then the consumer's stream ordered after the work
     dlinterop issued on CUDA memory (None: the legacy default stream, as DLPack says)."""
-    if stream is not None:      # (the message's text is built only where it may be needed)
-        _check_stream(stream, t.dl.device.device_type, f"a tensor on {_device_of(t)}")
+    cdef int fault = _stream_fault(stream, t.dl.device.device_type)
+    if fault:
+        _refuse_stream(stream, fault, f"a tensor on {_device_of(t)}")
     if _is_cuda_memory(t.dl.device.device_type):
         _cuda_stream_wait(t, 1 if stream is None else stream)
     return 0

@@ -111,6 +111,7 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
     cdef type cls = type(obj)
     cdef _Producer producer
     cdef bint current_stream = False
+    cdef int fault
     if stream is not None:
         _check_stream_type(stream)
     elif _cuda_streams_entered():
@@ -169,7 +170,9 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
                 kwargs["stream"] = _cuda_current_stream(src_index)
         elif stream is not None:
             src_type = obj.__dlpack_device__()[0]
-            _check_stream(stream, <DLDeviceType><int>src_type, f"memory on device {src_type}")
+            fault = _stream_fault(stream, <DLDeviceType><int>src_type)
+            if fault:
+                _refuse_stream(stream, fault, f"memory on device {src_type}")
             if _has_streams(<DLDeviceType><int>src_type):
                 kwargs["stream"] = stream
         if device is not None:

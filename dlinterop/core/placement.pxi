@@ -56,22 +56,38 @@ cdef int _check_stream_type(object stream) except -1:
     return 0
 
 
-cdef int _check_stream(object stream, DLDeviceType device_type, str memory) except -1:
-    """The stream= rule for memory on a device of `device_type` (`memory` names it in the
-    message); None always passes, so callers skip the call (and the message) for None."""
+# What the stream= rule finds wrong with a stream (_stream_fault), and says (_refuse_stream).
+cdef enum StreamFault:
+    STREAM_FINE = 0
+    STREAM_NOT_WITHOUT_STREAMS = 1   # a device with no streams takes None or -1 only
+    STREAM_INVALID = 2               # below -1
+    STREAM_ZERO_ON_CUDA = 3          # 0: ambiguous on CUDA
+
+
+cdef int _stream_fault(object stream, DLDeviceType device_type) except -1:
+    """What the stream= rule finds wrong with `stream` for memory on a device of
+    `device_type`: STREAM_FINE (None always is), or the fault for _refuse_stream, which
+    callers name the memory for only then; TypeError for a stream that is not an int."""
     if stream is None:
-        return 0
+        return STREAM_FINE
     _check_stream_type(stream)
     if not _has_streams(device_type):
-        if stream != -1:
-            raise ValueError(f"stream must be None or -1 for {memory}, got {stream}")
-        return 0
+        return STREAM_FINE if stream == -1 else STREAM_NOT_WITHOUT_STREAMS
     if stream < -1:
-        raise ValueError(f"invalid stream {stream} for {memory}")
+        return STREAM_INVALID
     if stream == 0 and device_type != kDLROCM and device_type != kDLROCMHost:
-        raise ValueError("stream=0 is ambiguous and not allowed for CUDA; use 1 for the "
-                         "legacy default stream or 2 for the per-thread default stream")
-    return 0
+        return STREAM_ZERO_ON_CUDA
+    return STREAM_FINE
+
+
+cdef int _refuse_stream(object stream, int fault, str memory) except -1:
+    """The ValueError for a fault _stream_fault found (`memory` names what it was for)."""
+    if fault == STREAM_NOT_WITHOUT_STREAMS:
+        raise ValueError(f"stream must be None or -1 for {memory}, got {stream}")
+    if fault == STREAM_INVALID:
+        raise ValueError(f"invalid stream {stream} for {memory}")
+    raise ValueError("stream=0 is ambiguous and not allowed for CUDA; use 1 for the "
+                     "legacy default stream or 2 for the per-thread default stream")
 
 
 # -- alignment --------------------------------------------------------------------------
@@ -122,9 +138,10 @@ cdef Tensor _tensor_to(Tensor self, object device, object copy, object stream):
     check_copy_arg(copy)
     # The copy runs on the runtime of the side with streams (the target's, else the source's).
     cdef DLDevice runs_on = target if _has_streams(target.device_type) else self.dl.device
-    if stream is not None:      # (the message's text is built only where it may be needed)
-        _check_stream(stream, runs_on.device_type,
-                      f"a copy from {_device_of(self)} to {device_from_dl(target)}")
+    cdef int fault = _stream_fault(stream, runs_on.device_type)
+    if fault:
+        _refuse_stream(stream, fault,
+                       f"a copy from {_device_of(self)} to {device_from_dl(target)}")
     if same_device(target, self.dl.device) and copy is not True:
         return self
     if copy is False:

@@ -1,8 +1,10 @@
-# Provides: Tensors from Python data: dl.arange, and the nested sequences of numbers
-# dl.tensor and dl.asarray take (_tensor_from_data), counted as they are read (len() may
-# lie), their type inferred and promoted as PyTorch and NumPy promote.
-# Uses: runtime.pxi, dtypes.pxi, placement.pxi (_on_device), creation.pxi (new Tensors,
-# _store_values, the inferred types).
+# Provides: Tensors from Python data: dl.arange (its common arguments' values written in C,
+# src/runtime.h), and the nested sequences of numbers dl.tensor and dl.asarray take
+# (_tensor_from_data), counted as they are read (len() may lie), their type inferred and
+# promoted as PyTorch and NumPy promote.
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi (_CPU), allocator.pxi (_allocate), placement.pxi
+# (_on_device), creation.pxi (new Tensors, _store_values, the inferred types, dtype
+# arguments).
 
 # arange writes its values in chunks of this many (a multiple of 8, so that every chunk of
 # a packed sub-byte type starts on a byte): memory follows the Tensor, not a list of them all.
@@ -14,6 +16,14 @@ def arange(start, stop=None, step=1, *, dtype=None, device="cpu"):
     Without a dtype: int64 when start, stop and step are ints, else float32 (dl.full's rule)."""
     if stop is None:
         start, stop = 0, start
+    cdef Tensor t = _arange_common(start, stop, step, dtype)
+    if t is None:
+        t = _arange_general(start, stop, step, dtype)
+    return _on_device(t, device)
+
+
+cdef Tensor _arange_general(object start, object stop, object step, object dtype):
+    """arange's values in host memory, each a Python number encoded as dl.tensor encodes it."""
     for name, value in (("start", start), ("stop", stop), ("step", step)):
         if isinstance(value, (bool, complex)) or not isinstance(value, (int, float)) and \
                 not hasattr(type(value), "__index__"):
@@ -33,7 +43,94 @@ def arange(start, stop=None, step=1, *, dtype=None, device="cpu"):
     for first in range(0, n, _ARANGE_CHUNK):
         _store_values(t, [start + i * step for i in range(first, min(first + _ARANGE_CHUNK, n))],
                       first)
-    return _on_device(t, device)
+    return t
+
+
+# The arguments arange's common path takes are ints within this bound of 0 (or floats):
+# then every difference and quotient it forms is exact in a double or rounded once, as
+# Python's int arithmetic and true division round them.
+cdef int64_t _ARANGE_EXACT = (<int64_t>1) << 52
+
+
+cdef inline bint _arange_int(object value, int64_t* out) noexcept:
+    """An exact int's value within _ARANGE_EXACT of 0; False for anything else."""
+    cdef int overflow = 0
+    cdef long long v
+    if type(value) is not int:
+        return False
+    v = PyLong_AsLongLongAndOverflow(<PyObject*>value, &overflow)
+    if overflow or not (-_ARANGE_EXACT <= v <= _ARANGE_EXACT):
+        return False
+    out[0] = v
+    return True
+
+
+cdef inline bint _arange_real(object value, double* out) noexcept:
+    """A float's value, or a bounded int's (exact as a double); False for anything else."""
+    cdef int64_t v
+    if type(value) is float:
+        out[0] = PyFloat_AS_DOUBLE(value)
+        return True
+    if _arange_int(value, &v):
+        out[0] = <double>v
+        return True
+    return False
+
+
+cdef Tensor _arange_common(object start, object stop, object step, object dtype_like):
+    """arange's values written in C, for its common arguments: ints (into an integer type of
+    8 to 64 bits, float32 or float64), or a float step (into float32 or float64); the same
+    values and the same count as _arange_general's. None for every other case, which
+    _arange_general makes or refuses."""
+    cdef int64_t a, b, s, count, last
+    cdef double da, db, ds, q, first_value, last_value
+    cdef bint ints = _arange_int(start, &a) and _arange_int(stop, &b) and _arange_int(step, &s)
+    cdef DType dt
+    cdef Tensor t
+    cdef int64_t dims[1]
+    cdef uint8_t code
+    cdef int bits
+    if ints:
+        if s == 0:
+            return None
+        q = <double>(b - a) / <double>s
+    elif type(step) is float and _arange_real(start, &da) and _arange_real(stop, &db):
+        ds = PyFloat_AS_DOUBLE(step)
+        if ds == 0.0:
+            return None
+        q = (db - da) / ds
+    else:
+        return None
+    if not (q <= <double>(<int64_t>1 << 62)):    # NaN, infinity, a count no memory holds
+        return None
+    count = <int64_t>ceil(q) if q > 0 else 0
+    if dtype_like is None:
+        dt = _INFERRED_DTYPES[1] if ints else _INFERRED_DTYPES[2]
+    else:
+        dt = _dtype_arg(dtype_like)
+    code = dt.dl.code
+    bits = dt.dl.bits
+    if dt.dl.lanes != 1 or not (code == kDLFloat and (bits == 32 or bits == 64) or (
+            ints and (code == kDLInt or code == kDLUInt) and bits >= 8)):
+        return None
+    if ints:
+        last = a + (count - 1) * s if count else a
+        if code != kDLFloat and not (_fits_int(min(a, last), code, bits)
+                                     and _fits_int(max(a, last), code, bits)):
+            return None     # refused with _arange_general's message
+    else:
+        first_value = da
+        last_value = da + <double>(count - 1) * ds if count else da
+        if bits == 32 and not (-FLT_MAX <= first_value <= FLT_MAX
+                               and -FLT_MAX <= last_value <= FLT_MAX):
+            return None     # past float32's range: _arange_general's rule
+    dims[0] = count
+    t = _allocate(1, dims, dt.dl, _CPU, DEFAULT_ALIGNMENT, False)
+    if ints:
+        dli_arange_int(t.dl.data, code, bits, a, s, count)
+    else:
+        dli_arange_double(t.dl.data, bits, da, ds, count)
+    return t
 
 
 cdef int _kind_of(object value) except -1:

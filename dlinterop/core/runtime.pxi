@@ -31,6 +31,13 @@ cdef extern from "Python.h":
     Py_ssize_t PyTuple_GET_SIZE(object) noexcept
     PyObject* PyTuple_GET_ITEM(object, Py_ssize_t) noexcept
     long PyLong_AsLongAndOverflow(PyObject*, int*) noexcept
+    long long PyLong_AsLongLongAndOverflow(PyObject*, int*) noexcept
+    bint PyLong_CheckExact(PyObject* o) noexcept
+    bint PyTuple_CheckExact(PyObject* o) noexcept
+    bint PyList_CheckExact(PyObject* o) noexcept
+    Py_ssize_t PyList_GET_SIZE(PyObject* o) noexcept
+    PyObject* PyList_GET_ITEM(PyObject* o, Py_ssize_t i) noexcept
+    double PyFloat_AS_DOUBLE(object) noexcept
     void Py_IncRef(PyObject*) noexcept nogil
     void Py_DecRef(PyObject*) noexcept nogil
     void PyErr_Fetch(PyObject**, PyObject**, PyObject**) noexcept nogil
@@ -55,6 +62,9 @@ cdef extern from "runtime.h" nogil:
     void dli_copy_to_contiguous(char* dst, const char* src, int ndim, const int64_t* shape,
                                 const int64_t* strides, size_t itemsize)
     void dli_fill(char* dst, const char* pattern, size_t itemsize, int64_t count)
+    void dli_arange_int(void* dst, int code, int bits, int64_t start, int64_t step,
+                        int64_t count)
+    void dli_arange_double(void* dst, int bits, double start, double step, int64_t count)
     void dli_pack_codes(uint8_t* dst, const uint8_t* src, int ndim, const int64_t* shape,
                         const int64_t* strides, int bits, int src_step)
     void dli_unpack_codes(uint8_t* dst, const uint8_t* src, int64_t count, int bits)

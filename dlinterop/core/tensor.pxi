@@ -2,7 +2,7 @@
 # attributes, the buffer protocol, and deallocation that never recurses without bound.
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, copies.pxi,
 # placement.pxi, export.pxi, shared.pxi, cuda_ipc.pxi, pickling.pxi, views.pxi,
-# conversions.pxi.
+# indexing.pxi, conversions.pxi.
 #
 # Last, because its methods forward to the files above; those make and read Tensors through
 # its C fields (declared in _core.pxd) and tensor_base.pxi, never through its methods.
@@ -200,7 +200,7 @@ cdef class Tensor:
     def __dlpack_device__(self):
         return _dlpack_device_tuple(self.dl.device)
 
-    # -- views (views.pxi): the same memory, another layout ------------------------------
+    # -- views (views.pxi, indexing.pxi): the same memory, another layout ----------------
 
     def __getitem__(self, key):
         """Basic indexing, a view: integers, slices (negative steps too), ``...`` and
@@ -215,8 +215,9 @@ cdef class Tensor:
     def transpose(self, *axes):
         """A view with the axes in the order given (``t.transpose(1, 0)`` or
         ``t.transpose((1, 0))``); none given: reversed."""
-        if len(axes) == 1 and axes[0] is not None and not hasattr(type(axes[0]), "__index__"):
-            axes = tuple(axes[0])
+        if len(axes) == 1 and axes[0] is not None and not PyLong_CheckExact(
+                PyTuple_GET_ITEM(axes, 0)) and not hasattr(type(axes[0]), "__index__"):
+            return _permuted(self, tuple(axes[0]))    # () too: NumPy's t.transpose(())
         return _permuted(self, axes if axes else None)
 
     def reshape(self, *shape):
@@ -228,9 +229,14 @@ cdef class Tensor:
         """``t.view(shape)`` (or ``t.view(3, 4)``): as reshape, but never copies (ValueError
         when no strides can give the shape). ``t.view(dtype)``: the same bytes as another
         data type (the last axis holds more or fewer elements when the item sizes differ)."""
-        if len(args) == 1 and not hasattr(type(args[0]), "__index__") and \
-                not isinstance(args[0], (tuple, list)):
-            return _as_dtype(self, dtype(args[0]))
+        cdef PyObject* first
+        if len(args) == 1:
+            first = PyTuple_GET_ITEM(args, 0)
+            if not (PyLong_CheckExact(first) or PyTuple_CheckExact(first)
+                    or PyList_CheckExact(first)) and \
+                    not hasattr(type(args[0]), "__index__") and \
+                    not isinstance(args[0], (tuple, list)):
+                return _as_dtype(self, dtype(args[0]))
         return _reshaped(self, args, False)
 
     def squeeze(self, axis=None):
@@ -260,26 +266,26 @@ cdef class Tensor:
 
     def item(self):
         """The value of a Tensor of one element, as a Python scalar."""
-        return _one_value(self, "a Python scalar")
+        return _item_value(self)
 
     def __float__(self):
-        return float(_one_value(self, "a float"))
+        return _float_value(self)
 
     def __int__(self):
-        return int(_one_value(self, "an int"))
+        return _int_value(self)
 
     def __complex__(self):
-        return complex(_one_value(self, "a complex"))
+        return _complex_value(self)
 
     def __bool__(self):
         # As NumPy's and torch's: a tensor of several elements has no single truth value.
-        return bool(_one_value(self, "a bool"))
+        return _bool_value(self)
 
     def __index__(self):
         """For integer Tensors of one element (so that ``range(t)`` or ``l[t]`` work)."""
         if self.dl.dtype.code not in (kDLInt, kDLUInt):
             raise TypeError(f"only integer tensors can be an index, not {self.dtype.name}")
-        return _one_value(self, "an index")
+        return _index_value(self)
 
     # == and != compare values element by element, as NumPy's and PyTorch's arrays do,
     # giving a bool Tensor (so `if t == u` asks for one truth value of several, and raises);
@@ -332,47 +338,57 @@ cdef class Tensor:
     # -- buffer protocol ----------------------------------------------------------------
 
     def __getbuffer__(self, Py_buffer* buf, int flags):
-        cdef DType dt = dtype_from_dl(self.dl.dtype)
+        # Read from the C fields alone: no Python attribute, no DType lookup (the error
+        # messages aside).
+        cdef const char* fmt = _buffer_format_of(self.dl.dtype)
+        cdef int64_t itemsize = item_bytes(self.dl.dtype)
         cdef Py_ssize_t* byte_strides = NULL
         cdef int64_t length
+        cdef int ndim = self.dl.ndim
         cdef int i
+        cdef bint strides_wanted = (flags & PyBUF_STRIDES) == PyBUF_STRIDES
+        cdef bint one_axis
         if not host_accessible(self.dl.device.device_type):
             raise BufferError(f"memory on {self.device} is not host-accessible; "
                               f"{_host_hint(self.dl.device)}")
-        if dt.buffer_format == NULL:
-            raise BufferError(f"the buffer protocol has no format for {dt.name}; "
+        if fmt == NULL:
+            raise BufferError(f"the buffer protocol has no format for {self.dtype.name}; "
                               "use DLPack (from_dlpack) to exchange it")
-        if (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE and self.readonly:
+        if (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE and _is_readonly(self):
             raise BufferError("tensor is read-only")
-        contiguous = is_c_contiguous(&self.dl)
-        if (flags & PyBUF_STRIDES) != PyBUF_STRIDES or (
-                flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS:
-            if not contiguous:
+        # The layout is looked at only for a request that names one (a strided request,
+        # NumPy's and memoryview's, takes any).
+        if not strides_wanted or (flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS:
+            if not is_c_contiguous(&self.dl):
                 raise BufferError("tensor is not C-contiguous")
-        if (flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS and self.dl.ndim > 1:
+        if (flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS and ndim > 1:
             raise BufferError("tensor is not Fortran-contiguous")
-        if (flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS and not contiguous:
+        if ((flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS
+                and not is_c_contiguous(&self.dl)):
             raise BufferError("tensor is not contiguous")
-        if __builtin_mul_overflow(element_count(&self.dl), dt.itemsize, &length):
+        if __builtin_mul_overflow(element_count(&self.dl), itemsize, &length):
             # A broadcast view can name more bytes than an address space holds.
-            raise BufferError(f"a buffer of {self.size} x {dt.itemsize} bytes cannot be described")
-        if self.dl.ndim > 0 and (flags & PyBUF_STRIDES) == PyBUF_STRIDES:
-            byte_strides = <Py_ssize_t*>malloc(self.dl.ndim * sizeof(Py_ssize_t))
+            raise BufferError(f"a buffer of {self.size} x {itemsize} bytes cannot be described")
+        # One contiguous axis: its stride is the item size, which the buffer holds itself
+        # (buf.strides points at buf.itemsize, as CPython's array does): nothing to allocate.
+        one_axis = ndim == 1 and self.dl.strides[0] == 1
+        if ndim > 0 and strides_wanted and not one_axis:
+            byte_strides = <Py_ssize_t*>malloc(ndim * sizeof(Py_ssize_t))
             if byte_strides == NULL:
                 raise MemoryError()
-            for i in range(self.dl.ndim):
-                byte_strides[i] = self.dl.strides[i] * dt.itemsize
+            for i in range(ndim):
+                byte_strides[i] = <Py_ssize_t>(self.dl.strides[i] * itemsize)
         buf.buf = <char*>self.dl.data + self.dl.byte_offset
         buf.obj = self
-        buf.len = length
-        buf.readonly = self.readonly
-        buf.itemsize = dt.itemsize
-        buf.format = <char*>dt.buffer_format if (flags & PyBUF_FORMAT) == PyBUF_FORMAT else NULL
-        buf.ndim = self.dl.ndim
+        buf.len = <Py_ssize_t>length
+        buf.readonly = _is_readonly(self)
+        buf.itemsize = <Py_ssize_t>itemsize
+        buf.format = <char*>fmt if (flags & PyBUF_FORMAT) == PyBUF_FORMAT else NULL
+        buf.ndim = ndim
         buf.shape = <Py_ssize_t*>self.dl.shape if (flags & PyBUF_ND) == PyBUF_ND else NULL
-        buf.strides = byte_strides
+        buf.strides = &buf.itemsize if strides_wanted and one_axis else byte_strides
         buf.suboffsets = NULL
-        buf.internal = byte_strides
+        buf.internal = byte_strides   # freed by __releasebuffer__ (NULL: nothing to free)
 
     def __releasebuffer__(self, Py_buffer* buf):
         free(buf.internal)

@@ -1,13 +1,55 @@
-# Provides: views of a Tensor, metadata only (basic indexing, transpose, reshape where the
-# strides allow, squeeze/unsqueeze, another dtype over the same bytes), each holding the root
-# memory owner, read-only when its source is.
+# Provides: views of a Tensor, metadata only (transpose, reshape where the strides allow,
+# squeeze/unsqueeze, another dtype over the same bytes), each holding the root memory owner,
+# read-only when its source is; the view builder indexing.pxi uses. Each layout has a C path
+# for the common arguments (exact ints, tuples of them), and the general one for the rest
+# and for every refusal, so that both give the same views and the same errors.
 # Uses: runtime.pxi, dtypes.pxi, tensor_base.pxi, copies.pxi.
+
+cdef inline bint _exact_int(PyObject* o, int64_t* out) noexcept:
+    """o's value when o is an exact int (not a bool, not a subclass) that fits int64."""
+    cdef long small
+    cdef int overflow = 0
+    cdef long long value
+    if dli_small_long(o, &small):
+        out[0] = small
+        return True
+    if not PyLong_CheckExact(o):
+        return False
+    value = PyLong_AsLongLongAndOverflow(o, &overflow)
+    if overflow or (value == -1 and PyErr_Occurred() != NULL):
+        PyErr_Clear()
+        return False
+    out[0] = value
+    return True
+
+
+cdef Tensor _layout_view(Tensor src, int ndim, const int64_t* shape, const int64_t* strides,
+                         int64_t byte_offset, DLDataType dtype):
+    """A Tensor over src's memory with this layout (strides in elements of `dtype`,
+    byte_offset from src's data pointer, negative where element 0 lies below it), owned
+    as src's memory is. The layout is the caller's to check."""
+    cdef Tensor t = Tensor.__new__(Tensor)
+    _reserve_shape(t, ndim)
+    if ndim > 0:
+        memcpy(t.dl.shape, shape, ndim * sizeof(int64_t))
+        memcpy(t.dl.strides, strides, ndim * sizeof(int64_t))
+    t.dl.data = src.dl.data
+    if byte_offset < 0:
+        # Element 0 lies below src's data pointer (src has negative strides): point at it
+        # instead of handing out a negative byte_offset, which DLPack's is not.
+        t.dl.data = <char*>src.dl.data + byte_offset
+        byte_offset = 0
+    t.dl.byte_offset = <uint64_t>byte_offset
+    t.dl.device = src.dl.device
+    t.dl.dtype = dtype
+    t.flags = src.flags & (DLPACK_FLAG_BITMASK_READ_ONLY | FLAG_READ_ONLY_ASSUMED)
+    t.owner_ref = _memory_owner(src)
+    return t
+
 
 cdef Tensor _view_with(Tensor src, int ndim, int64_t* shape, int64_t* strides,
                        int64_t byte_offset, DLDataType dtype):
-    """A Tensor over src's memory with this layout (strides in elements of `dtype`,
-    byte_offset from src's data pointer), owned as src's memory is."""
-    cdef DLTensor dl
+    """_layout_view, after checking that packed sub-byte elements stay addressable."""
     cdef int i
     cdef int64_t bits = <int64_t>dtype.bits * dtype.lanes
     if bits % 8 and element_count_of(ndim, shape) > 0:
@@ -20,120 +62,7 @@ cdef Tensor _view_with(Tensor src, int ndim, int64_t* shape, int64_t* strides,
         if ndim > 0 and shape[ndim - 1] > 1 and strides[ndim - 1] != 1:
             raise ValueError(f"a view of {dtype_from_dl(dtype).name} elements must keep the "
                              "last axis contiguous (they are packed)")
-    dl.data = src.dl.data
-    if byte_offset < 0:
-        # Element 0 lies below src's data pointer (src has negative strides): point at it
-        # instead of handing out a negative byte_offset, which DLPack's is not.
-        dl.data = <char*>src.dl.data + byte_offset
-        byte_offset = 0
-    dl.device = src.dl.device
-    dl.ndim = ndim
-    dl.dtype = dtype
-    dl.shape = shape
-    dl.strides = strides
-    dl.byte_offset = <uint64_t>byte_offset
-    cdef Tensor t = _wrap_dltensor(&dl, src.flags & DLPACK_FLAG_BITMASK_READ_ONLY)
-    t.flags |= src.flags & FLAG_READ_ONLY_ASSUMED
-    t.owner_ref = _memory_owner(src)
-    return t
-
-
-cdef object _offset_bytes(Tensor src, object elements, DLDataType dtype):
-    """The byte offset from src's data pointer of the element `elements` elements from
-    src's element 0 (negative where src has negative strides), or None where it does not
-    fall on a byte (packed sub-byte elements)."""
-    bits = elements * dtype.bits * dtype.lanes
-    if bits % 8:
-        return None
-    return src.dl.byte_offset + bits // 8
-
-
-_INDEX_ERROR = ("only integers, slices (:), ellipsis (...) and None are valid indices of a "
-                "dl.Tensor (it holds memory; index its NumPy or framework view for more)")
-
-
-cdef Tensor _getitem(Tensor src, object key):
-    """src[key] for basic indexing: integers, slices (any step), ..., None."""
-    cdef int64_t shape[MAX_NDIM]
-    cdef int64_t strides[MAX_NDIM]
-    cdef int ndim = 0, axis = 0, i
-    if type(key) is not tuple:
-        key = (key,)
-    used = 0
-    ellipses = 0
-    for item in key:
-        if item is None:
-            continue
-        if item is Ellipsis:
-            ellipses += 1
-            continue
-        used += 1
-    if ellipses > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    if used > src.dl.ndim:
-        raise IndexError(f"too many indices for a tensor of {src.dl.ndim} dimensions: "
-                         f"{used} were given")
-    offset = 0          # in elements, a Python int: no overflow
-    empty = False
-    for item in key:
-        if item is None:
-            if ndim == MAX_NDIM:
-                refuse_ndim(ndim + 1, IndexError)
-            shape[ndim] = 1
-            strides[ndim] = 0
-            ndim += 1
-        elif item is Ellipsis:
-            # the axes the ellipsis stands for: all those no other index names
-            for i in range(src.dl.ndim - used):
-                if ndim == MAX_NDIM:
-                    refuse_ndim(ndim + 1, IndexError)
-                shape[ndim] = src.dl.shape[axis]
-                strides[ndim] = src.dl.strides[axis]
-                ndim += 1
-                axis += 1
-        elif isinstance(item, slice):
-            start, stop, step = item.indices(src.dl.shape[axis])
-            length = len(range(start, stop, step))
-            if ndim == MAX_NDIM:
-                refuse_ndim(ndim + 1, IndexError)
-            shape[ndim] = length
-            if length > 0:
-                offset += start * src.dl.strides[axis]
-                # a stride that only one element uses is never followed: keep it in range
-                strides[ndim] = src.dl.strides[axis] * step if length > 1 else src.dl.strides[axis]
-            else:
-                strides[ndim] = src.dl.strides[axis]
-                empty = True
-            ndim += 1
-            axis += 1
-        else:
-            if isinstance(item, bool) or not hasattr(type(item), "__index__"):
-                raise IndexError(_INDEX_ERROR)
-            index = operator.index(item)
-            extent = src.dl.shape[axis]
-            if not -extent <= index < extent:
-                raise IndexError(f"index {index} is out of bounds for axis {axis} with size "
-                                 f"{extent}")
-            if index < 0:
-                index += extent
-            offset += index * src.dl.strides[axis]
-            axis += 1
-    # axes no index named (no ellipsis): kept whole
-    while axis < src.dl.ndim:
-        if ndim == MAX_NDIM:
-            refuse_ndim(ndim + 1, IndexError)
-        shape[ndim] = src.dl.shape[axis]
-        strides[ndim] = src.dl.strides[axis]
-        ndim += 1
-        axis += 1
-    for i in range(ndim):
-        if shape[i] == 0:
-            empty = True       # no element: where it starts does not matter
-    byte_offset = src.dl.byte_offset if empty else _offset_bytes(src, offset, src.dl.dtype)
-    if byte_offset is None:
-        raise ValueError(f"a view of {dtype_from_dl(src.dl.dtype).name} elements must start on "
-                         "a byte boundary")
-    return _view_with(src, ndim, shape, strides, byte_offset, src.dl.dtype)
+    return _layout_view(src, ndim, shape, strides, byte_offset, dtype)
 
 
 cdef Tensor _permuted(Tensor src, object axes):
@@ -141,14 +70,36 @@ cdef Tensor _permuted(Tensor src, object axes):
     end); None reverses them."""
     cdef int64_t shape[MAX_NDIM]
     cdef int64_t strides[MAX_NDIM]
+    cdef int order[MAX_NDIM]
     cdef int ndim = src.dl.ndim, i
+    cdef int64_t axis
+    cdef uint64_t seen = 0
+    cdef bint fast = axes is None
     if axes is None:
-        order = list(range(ndim - 1, -1, -1))
-    else:
-        order = [_normalized_axis(a, ndim) for a in axes]
-        if sorted(order) != list(range(ndim)):
-            raise ValueError(f"axes {tuple(axes)} are not a permutation of a tensor's "
+        for i in range(ndim):
+            order[i] = ndim - 1 - i
+    elif PyTuple_CheckExact(<PyObject*>axes) and PyTuple_GET_SIZE(axes) == ndim:
+        # C path: a tuple of exact ints that is a permutation
+        fast = True
+        for i in range(ndim):
+            if not _exact_int(PyTuple_GET_ITEM(axes, i), &axis) or not -ndim <= axis < ndim:
+                fast = False
+                break
+            if axis < 0:
+                axis += ndim
+            if seen & ((<uint64_t>1) << axis):
+                fast = False
+                break
+            seen |= (<uint64_t>1) << axis
+            order[i] = <int>axis
+    if not fast:
+        listed = [_normalized_axis(a, ndim) for a in axes]
+        if sorted(listed) != list(range(ndim)):
+            given = tuple([operator.index(a) for a in axes])
+            raise ValueError(f"axes {given} are not a permutation of a tensor's "
                              f"{ndim} axes")
+        for i in range(ndim):
+            order[i] = listed[i]
     for i in range(ndim):
         shape[i] = src.dl.shape[order[i]]
         strides[i] = src.dl.strides[order[i]]
@@ -156,6 +107,9 @@ cdef Tensor _permuted(Tensor src, object axes):
 
 
 cdef int _normalized_axis(object axis, int ndim) except -1:
+    cdef int64_t value
+    if _exact_int(<PyObject*>axis, &value) and -ndim <= value < ndim:
+        return <int>(value + ndim if value < 0 else value)
     if isinstance(axis, bool) or not hasattr(type(axis), "__index__"):
         raise TypeError(f"an axis is an int, not {type(axis).__name__}")
     a = operator.index(axis)
@@ -169,18 +123,18 @@ cdef list _new_shape(Tensor src, object shape):
     if len(shape) == 1 and not hasattr(type(shape[0]), "__index__"):
         shape = tuple(shape[0])
     dims = []
-    unknown = -1
-    for i, extent in enumerate(shape):
+    for extent in shape:
         if isinstance(extent, bool) or not hasattr(type(extent), "__index__"):
             raise TypeError(f"a shape holds ints, not {type(extent).__name__}")
-        extent = operator.index(extent)
+        dims.append(operator.index(extent))
+    unknown = -1
+    for i, extent in enumerate(dims):
         if extent == -1:
             if unknown >= 0:
                 raise ValueError("only one dimension can be -1 (inferred)")
             unknown = i
         elif extent < 0:
-            raise ValueError(f"negative dimension {extent} in shape {tuple(shape)}")
-        dims.append(extent)
+            raise ValueError(f"negative dimension {extent} in shape {tuple(dims)}")
     if len(dims) > MAX_NDIM:
         refuse_ndim(len(dims), ValueError)
     size = element_count(&src.dl)
@@ -188,7 +142,7 @@ cdef list _new_shape(Tensor src, object shape):
     if unknown >= 0:
         if known == 0 or size % known:
             raise ValueError(f"cannot reshape a tensor of {size} elements into shape "
-                             f"{tuple(shape)}")
+                             f"{tuple(dims)}")
         dims[unknown] = size // known
     elif known != size:
         raise ValueError(f"cannot reshape a tensor of {size} elements into shape {tuple(dims)}")
@@ -233,10 +187,114 @@ cdef object _strides_without_copy(Tensor src, list dims):
     return new_strides
 
 
+cdef int _exact_shape(object shape, int64_t* dims) noexcept:
+    """reshape's and view's arguments (ints given apart, or one tuple or list of them) read
+    in C when every one is an exact int, each >= -1, at most one -1, at most MAX_NDIM of
+    them: their count, with dims filled; -1 for anything else (the general path reads it,
+    and refuses what it must)."""
+    cdef PyObject* items = <PyObject*>shape
+    cdef Py_ssize_t n = PyTuple_GET_SIZE(shape), i
+    cdef bint is_list = False
+    cdef int unknown = 0
+    if n == 1 and not PyLong_CheckExact(PyTuple_GET_ITEM(shape, 0)):
+        items = PyTuple_GET_ITEM(shape, 0)
+        if PyTuple_CheckExact(items):
+            n = PyTuple_GET_SIZE(<object>items)
+        elif PyList_CheckExact(items):
+            n = PyList_GET_SIZE(items)
+            is_list = True
+        else:
+            return -1
+    if n > MAX_NDIM:
+        return -1
+    for i in range(n):
+        if not _exact_int(PyList_GET_ITEM(items, i) if is_list
+                          else PyTuple_GET_ITEM(<object>items, i), &dims[i]):
+            return -1
+        if dims[i] < 0:
+            if dims[i] != -1 or unknown:
+                return -1
+            unknown = 1
+    return <int>n
+
+
+cdef bint _fit_shape(const DLTensor* src, int ndim, int64_t* dims) noexcept:
+    """Whether src's elements fit the shape dims (C-read by _exact_shape), with its -1
+    filled in; False also where the general path must explain a refusal."""
+    cdef int64_t size = element_count(src), known = 1
+    cdef int i, unknown = -1
+    for i in range(ndim):
+        if dims[i] == -1:
+            unknown = i
+        elif __builtin_mul_overflow(known, dims[i], &known):
+            return False
+    if unknown >= 0:
+        if known == 0 or size % known:
+            return False
+        dims[unknown] = size // known
+        return True
+    return known == size
+
+
+cdef bint _strides_for(const DLTensor* src, int count, const int64_t* dims,
+                       int64_t* out) noexcept:
+    """Strides (elements) giving src's elements in C order under the shape `dims` (which
+    holds as many elements) without moving them; False where no strides can (NumPy's rule:
+    each group of new axes must fall on old axes that are contiguous with each other) or
+    where they would overflow. The C twin of _strides_without_copy."""
+    cdef int64_t old_shape[MAX_NDIM]
+    cdef int64_t old_strides[MAX_NDIM]
+    cdef int64_t nprod, oprod, stride = 1
+    cdef int n_old = 0, i, k, oi = 0, oj = 1, ni = 0, nj = 1
+    if element_count(src) == 0 or element_count_of(count, dims) == 0:
+        for k in range(count - 1, -1, -1):
+            out[k] = stride
+            if dims[k] > 1 and __builtin_mul_overflow(stride, dims[k], &stride):
+                return False
+        return True
+    for i in range(src.ndim):
+        if src.shape[i] != 1:
+            old_shape[n_old] = src.shape[i]
+            old_strides[n_old] = src.strides[i]
+            n_old += 1
+    while ni < count and oi < n_old:
+        nprod = dims[ni]
+        oprod = old_shape[oi]
+        while nprod != oprod:
+            # both products stay within the element count, which fits int64
+            if nprod < oprod:
+                nprod *= dims[nj]
+                nj += 1
+            else:
+                oprod *= old_shape[oj]
+                oj += 1
+        for k in range(oi, oj - 1):
+            if old_strides[k] != old_shape[k + 1] * old_strides[k + 1]:
+                return False
+        out[nj - 1] = old_strides[oj - 1]
+        for k in range(nj - 1, ni, -1):
+            if __builtin_mul_overflow(out[k], dims[k], &out[k - 1]):
+                return False
+        ni = nj
+        nj += 1
+        oi = oj
+        oj += 1
+    stride = out[ni - 1] if ni > 0 else 1
+    for k in range(ni, count):
+        out[k] = stride
+    return True
+
+
 cdef Tensor _reshaped(Tensor src, object shape, bint copy_if_needed):
+    """src in the shape `shape` (reshape's or view's argument tuple): a view where strides
+    allow it, else a copy (copy_if_needed) or a ValueError."""
     cdef int64_t c_shape[MAX_NDIM]
     cdef int64_t c_strides[MAX_NDIM]
     cdef int i
+    cdef int ndim = _exact_shape(shape, c_shape)
+    if ndim >= 0 and _fit_shape(&src.dl, ndim, c_shape) and \
+            _strides_for(&src.dl, ndim, c_shape, c_strides):
+        return _view_with(src, ndim, c_shape, c_strides, src.dl.byte_offset, src.dl.dtype)
     dims = _new_shape(src, shape)
     strides = _strides_without_copy(src, dims)
     if strides is None:
@@ -256,8 +314,15 @@ cdef Tensor _squeezed(Tensor src, object axis):
     cdef int64_t shape[MAX_NDIM]
     cdef int64_t strides[MAX_NDIM]
     cdef int ndim = 0, i
+    cdef int64_t one
+    cdef uint64_t drop_mask = 0
     if axis is None:
-        drop = {i for i in range(src.dl.ndim) if src.dl.shape[i] == 1}
+        for i in range(src.dl.ndim):
+            if src.dl.shape[i] == 1:
+                drop_mask |= (<uint64_t>1) << i
+    elif _exact_int(<PyObject*>axis, &one) and -src.dl.ndim <= one < src.dl.ndim and \
+            src.dl.shape[one + src.dl.ndim if one < 0 else one] == 1:
+        drop_mask = (<uint64_t>1) << (one + src.dl.ndim if one < 0 else one)
     else:
         axes = axis if isinstance(axis, tuple) else (axis,)
         drop = {_normalized_axis(a, src.dl.ndim) for a in axes}
@@ -265,8 +330,9 @@ cdef Tensor _squeezed(Tensor src, object axis):
             if src.dl.shape[i] != 1:
                 raise ValueError(f"axis {i} has size {src.dl.shape[i]}: only axes of size 1 "
                                  "can be squeezed")
+            drop_mask |= (<uint64_t>1) << i
     for i in range(src.dl.ndim):
-        if i not in drop:
+        if not drop_mask & ((<uint64_t>1) << i):
             shape[ndim] = src.dl.shape[i]
             strides[ndim] = src.dl.strides[i]
             ndim += 1
