@@ -116,7 +116,8 @@ def _compiler_base():
 
 
 def build_cython_kernels():
-    """examples/downstream's kernels against the installed dlinterop, at -O2."""
+    """examples/downstream's kernels against the installed dlinterop, at -O2, with the
+    Limited API of Python 3.10 as the example's own abi3 build (its setup.py) has them."""
     import dlinterop as dl
 
     with open(CYTHON_KERNELS, "rb") as f:
@@ -125,9 +126,12 @@ def build_cython_kernels():
     pxds = b"".join(
         open(os.path.join(p, "dlinterop", n), "rb").read()
         for p in include_roots
-        for n in ("_core.pxd", "frameworks.pxd", "tensor.pxd")
+        for n in ("_core.pxd", "frameworks.pxd", "tensor.pxd", "abi.pxd")
         if os.path.isfile(os.path.join(p, "dlinterop", n))
     )
+    abi_header = os.path.join(dl.get_include(), "dlinterop", "abi.h")
+    if os.path.isfile(abi_header):
+        pxds += open(abi_header, "rb").read()
     key = _key(source, pxds, EXT, sys.version, dl.__version__)
     directory = os.path.join(cache_dir(), f"cython-{key}")
     target = os.path.join(directory, "dl_kernels" + EXT)
@@ -144,6 +148,7 @@ def build_cython_kernels():
             _compiler_base()
             + [
                 "-O2",
+                "-DPy_LIMITED_API=0x030A0000",
                 "-I",
                 sysconfig.get_paths()["include"],
                 "-I",
