@@ -6,6 +6,16 @@ from dlinterop.dlpack cimport DLDataType, DLDevice, DLManagedTensorVersioned, DL
 from dlinterop.abi cimport ArgSpec
 
 
+# The types of the entries dlinterop._capi fills with the core's functions themselves
+# (which return a Tensor: to C, the same PyObject*).
+ctypedef object (*dli_make_fn)(object obj)
+ctypedef object (*dli_managed_fn)(DLManagedTensorVersioned* managed, bint readonly)
+ctypedef object (*dli_new_fn)(int32_t ndim, const int64_t* shape, DLDataType dtype,
+                              DLDevice device)
+ctypedef object (*dli_new_like_fn)(object like, int32_t ndim, const int64_t* shape,
+                                   DLDataType dtype, DLDevice device)
+
+
 cdef extern from "dlinterop/abi.h":
     const char* DLINTEROP_ABI_CAPSULE
 
@@ -14,19 +24,17 @@ cdef extern from "dlinterop/abi.h":
         uint32_t minor
         uint64_t size
         const char* version
-        object (*tensor_from_object)(object obj)
+        dli_make_fn tensor_from_object
         int (*is_tensor)(object obj) noexcept
         DLTensor* (*dltensor)(object tensor) except NULL
-        object (*tensor_from_managed)(DLManagedTensorVersioned* managed, int readonly)
+        dli_managed_fn tensor_from_managed
         object (*to_capsule)(object tensor, int versioned)
-        object (*empty)(int32_t ndim, const int64_t* shape, DLDataType dtype, DLDevice device)
-        object (*borrow)(object obj, DLTensor* out, int* readonly)
-        int (*check_arg)(const DLTensor* dl, int readonly, const char* name,
+        dli_new_fn empty
+        object (*borrow)(object obj, DLTensor* out, bint* readonly)
+        int (*check_arg)(const DLTensor* dl, bint readonly, const char* name,
                          const ArgSpec* spec) except -1
-        object (*empty_like)(object like, int32_t ndim, const int64_t* shape, DLDataType dtype,
-                             DLDevice device)
-        object (*zeros_like)(object like, int32_t ndim, const int64_t* shape, DLDataType dtype,
-                             DLDevice device)
+        dli_new_like_fn empty_like
+        dli_new_like_fn zeros_like
         object (*to_framework)(object tensor, object like)
         object (*dtype_object)(DLDataType dtype)
         int (*parse_dtype)(object obj, DLDataType* out) except -1

@@ -14,7 +14,7 @@ dlinterop/abi.h, through which extensions built with dlinterop/abi.h or dlintero
 call dlinterop without depending on the layout of its objects (docs/cython.md)."""
 
 from cpython.pycapsule cimport PyCapsule_New
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int64_t
 
 from dlinterop.dlpack cimport DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor
 from dlinterop.tensor cimport (
@@ -22,13 +22,12 @@ from dlinterop.tensor cimport (
     tensor_from_object, to_capsule,
 )
 from dlinterop._core cimport device_from_object
-from dlinterop.abi cimport ArgSpec as AbiArgSpec, DLINTEROP_ABI_MAJOR, DLINTEROP_ABI_MINOR
+from dlinterop.abi cimport DLINTEROP_ABI_MAJOR, DLINTEROP_ABI_MINOR
 from dlinterop._abi_table cimport (
-    DLINTEROP_ABI_CAPSULE, DLInteropABI, dli_abi_finish, dli_abi_storage,
+    DLINTEROP_ABI_CAPSULE, DLInteropABI, dli_abi_finish, dli_abi_storage, dli_make_fn,
+    dli_managed_fn, dli_new_fn, dli_new_like_fn,
 )
-from dlinterop.frameworks cimport (
-    ArgSpec, borrow, check_arg, empty_like_c, to_framework_c, zeros_like_c,
-)
+from dlinterop.frameworks cimport borrow, check_arg, empty_like_c, to_framework_c, zeros_like_c
 
 from dlinterop import __version__
 from dlinterop._core import CopyError, dtype as _dtype
@@ -76,64 +75,18 @@ cdef api object dlinterop_empty_tensor(int ndim, const int64_t* shape, DLDataTyp
 
 
 # -- the stable ABI: the table of dlinterop/abi.h ------------------------------------------
-# Each entry is a function of this module with the table's C signature, calling the same
-# code as the Cython API; the table is filled once, at import, and never changes.
-
-cdef object _abi_tensor_from_object(object obj):
-    return tensor_from_object(obj)
-
+# The table is filled once, at import, and never changes.
 
 cdef int _abi_is_tensor(object obj) noexcept:
     return isinstance(obj, Tensor)
 
 
 cdef DLTensor* _abi_dltensor(object tensor) except NULL:
-    return _as_tensor(tensor).dltensor()
-
-
-cdef object _abi_tensor_from_managed(DLManagedTensorVersioned* managed, int readonly):
-    return tensor_from_managed(managed, readonly != 0)
+    return &_as_tensor(tensor).dl
 
 
 cdef object _abi_to_capsule(object tensor, int versioned):
     return to_capsule(_as_tensor(tensor), versioned != 0)
-
-
-cdef object _abi_empty(int32_t ndim, const int64_t* shape, DLDataType dtype, DLDevice device):
-    return empty_tensor(ndim, shape, dtype, device)
-
-
-cdef object _abi_borrow(object obj, DLTensor* out, int* readonly):
-    cdef bint flag = False
-    keeper = borrow(obj, out, &flag)
-    readonly[0] = flag
-    return keeper
-
-
-cdef int _abi_check_arg(const DLTensor* dl, int readonly, const char* name,
-                        const AbiArgSpec* spec) except -1:
-    cdef ArgSpec mine
-    mine.ndim = spec.ndim
-    mine.dtype_code = spec.dtype_code
-    mine.dtype_bits = spec.dtype_bits
-    mine.device_type = spec.device_type
-    mine.c_contiguous = spec.c_contiguous != 0
-    mine.writable = spec.writable != 0
-    return check_arg(dl, readonly != 0, name, &mine)
-
-
-cdef object _abi_empty_like(object like, int32_t ndim, const int64_t* shape, DLDataType dtype,
-                            DLDevice device):
-    return empty_like_c(like, ndim, shape, dtype, device)
-
-
-cdef object _abi_zeros_like(object like, int32_t ndim, const int64_t* shape, DLDataType dtype,
-                            DLDevice device):
-    return zeros_like_c(like, ndim, shape, dtype, device)
-
-
-cdef object _abi_to_framework(object tensor, object like):
-    return to_framework_c(_as_tensor(tensor), like)
 
 
 cdef object _abi_dtype_object(DLDataType dtype):
@@ -161,17 +114,20 @@ cdef DLInteropABI* _table = &_storage.table
 _table.major = DLINTEROP_ABI_MAJOR
 _table.minor = DLINTEROP_ABI_MINOR
 _table.version = _version
-_table.tensor_from_object = _abi_tensor_from_object
+# The entries whose code takes any object as it is are that code itself, no call between;
+# those that need a Tensor are the wrappers above, which check the type (a TypeError, not
+# a crash, for anything else). A Tensor is a PyObject* to C, whatever Cython calls it.
+_table.tensor_from_object = <dli_make_fn>tensor_from_object
 _table.is_tensor = _abi_is_tensor
 _table.dltensor = _abi_dltensor
-_table.tensor_from_managed = _abi_tensor_from_managed
+_table.tensor_from_managed = <dli_managed_fn>tensor_from_managed
 _table.to_capsule = _abi_to_capsule
-_table.empty = _abi_empty
-_table.borrow = _abi_borrow
-_table.check_arg = _abi_check_arg
-_table.empty_like = _abi_empty_like
-_table.zeros_like = _abi_zeros_like
-_table.to_framework = _abi_to_framework
+_table.empty = <dli_new_fn>empty_tensor
+_table.borrow = borrow
+_table.check_arg = check_arg
+_table.empty_like = <dli_new_like_fn>empty_like_c
+_table.zeros_like = <dli_new_like_fn>zeros_like_c
+_table.to_framework = to_framework_c
 _table.dtype_object = _abi_dtype_object
 _table.parse_dtype = _abi_parse_dtype
 _table.device_object = _abi_device_object
