@@ -105,7 +105,10 @@ typedef struct DLInteropABI {
   /* dlinterop's exception raised when copy=False forbids a needed copy (a BufferError and
      ValueError), owned by the table. */
   PyObject* copy_error;
-  /* Entries of later minor versions go here, each marked with its version. */
+  /* Entries of later minor versions go here, each under a marker of its version. Their
+     functions below check the installed table's minor version before calling (NULL or -1
+     with NotImplementedError when it is older), since an extension built with a lower
+     DLINTEROP_TARGET_MINOR may run on a table that lacks them. */
 } DLInteropABI;
 
 /* This translation unit's pointer to the installed table (NULL until imported). */
