@@ -52,6 +52,10 @@ echo "shellcheck $shellcheck: every tracked shell script"
 mapfile -t scripts < <(git grep -nE '^#!.*\b(ba|da|k)?sh\b' | awk -F: '$2 == 1 { print $1 }')
 shellcheck "${scripts[@]}"
 
+echo "the stable ABI's table only grows at its end (.ci/check_abi.py), and its tests"
+python -m pytest -q .ci/test_check_abi.py
+python .ci/check_abi.py
+
 echo "the maps of _core and frameworks (.ci/check_map.py), and its tests"
 python -m pytest -q .ci/test_check_map.py
 python .ci/check_map.py dlinterop/_core.pyx

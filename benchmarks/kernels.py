@@ -116,7 +116,10 @@ def _compiler_base():
 
 
 def build_cython_kernels():
-    """examples/downstream's kernels against the installed dlinterop, at -O2."""
+    """examples/downstream's kernels against the installed dlinterop, at -O2, with the full
+    C API of this Python, as nanobind's kernels are built (the example's own wheel is an
+    abi3 build: the Limited API costs Cython's code some tens of ns per call, whichever
+    library it calls)."""
     import dlinterop as dl
 
     with open(CYTHON_KERNELS, "rb") as f:
@@ -125,9 +128,12 @@ def build_cython_kernels():
     pxds = b"".join(
         open(os.path.join(p, "dlinterop", n), "rb").read()
         for p in include_roots
-        for n in ("_core.pxd", "frameworks.pxd", "tensor.pxd")
+        for n in ("_core.pxd", "frameworks.pxd", "tensor.pxd", "abi.pxd")
         if os.path.isfile(os.path.join(p, "dlinterop", n))
     )
+    abi_header = os.path.join(dl.get_include(), "dlinterop", "abi.h")
+    if os.path.isfile(abi_header):
+        pxds += open(abi_header, "rb").read()
     key = _key(source, pxds, EXT, sys.version, dl.__version__)
     directory = os.path.join(cache_dir(), f"cython-{key}")
     target = os.path.join(directory, "dl_kernels" + EXT)

@@ -1,2 +1,9 @@
-# dlinterop._capi has no Python-level names: it exists for its C API (dlinterop/_capi_api.h
-# under dl.get_include()), which C extensions import with import_dlinterop___capi().
+# dlinterop._capi exists for C: the C API of dlinterop/_capi_api.h (under dl.get_include()),
+# which C extensions import with import_dlinterop___capi(), and the stable ABI's table of
+# dlinterop/abi.h, which DLInterop_Import() and dlinterop.abi's import_dlinterop() read.
+
+abi_table: object
+"""A capsule named "dlinterop._capi.abi_table" holding the table."""
+
+def abi_version() -> tuple[int, int]:
+    """The (major, minor) version of the stable ABI's table this dlinterop publishes."""

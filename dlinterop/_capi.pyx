@@ -7,14 +7,30 @@ dlinterop_* function. Cython code cimports dlinterop.tensor instead.
 
 Every function needs the GIL and follows the CPython convention: NULL (or -1) with an
 exception set on failure. Tensors cross as plain PyObject*; a returned object is a new
-reference."""
+reference.
 
+It also publishes the stable ABI, `abi_table`: a capsule holding the versioned table of
+dlinterop/abi.h, through which extensions built with dlinterop/abi.h or dlinterop/abi.pxd
+call dlinterop without depending on the layout of its objects (docs/cython.md)."""
+
+from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport int64_t
 
 from dlinterop.dlpack cimport DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor
 from dlinterop.tensor cimport (
-    Tensor, empty_tensor, tensor_from_managed, tensor_from_object, to_capsule,
+    DType, Tensor, device_from_dl, dtype_from_dl, empty_tensor, tensor_from_managed,
+    tensor_from_object, to_capsule,
 )
+from dlinterop._core cimport device_from_object
+from dlinterop.abi cimport DLINTEROP_ABI_MAJOR, DLINTEROP_ABI_MINOR
+from dlinterop._abi_table cimport (
+    DLINTEROP_ABI_CAPSULE, DLInteropABI, dli_abi_finish, dli_abi_storage, dli_make_fn,
+    dli_managed_fn, dli_new_fn, dli_new_like_fn,
+)
+from dlinterop.frameworks cimport borrow, check_arg, empty_like_c, to_framework_c, zeros_like_c
+
+from dlinterop import __version__
+from dlinterop._core import CopyError, dtype as _dtype
 
 
 cdef inline Tensor _as_tensor(object obj):
@@ -56,3 +72,73 @@ cdef api object dlinterop_empty_tensor(int ndim, const int64_t* shape, DLDataTyp
                                        DLDevice device):
     """A new owned, C-contiguous, uninitialised Tensor (256-byte aligned)."""
     return empty_tensor(ndim, shape, dtype, device)
+
+
+# -- the stable ABI: the table of dlinterop/abi.h ------------------------------------------
+# The table is filled once, at import, and never changes.
+
+cdef int _abi_is_tensor(object obj) noexcept:
+    return isinstance(obj, Tensor)
+
+
+cdef DLTensor* _abi_dltensor(object tensor) except NULL:
+    return &_as_tensor(tensor).dl
+
+
+cdef object _abi_to_capsule(object tensor, int versioned):
+    return to_capsule(_as_tensor(tensor), versioned != 0)
+
+
+cdef object _abi_dtype_object(DLDataType dtype):
+    return dtype_from_dl(dtype)
+
+
+cdef int _abi_parse_dtype(object obj, DLDataType* out) except -1:
+    cdef DType found = _dtype(obj)
+    out[0] = found.dl
+    return 0
+
+
+cdef object _abi_device_object(DLDevice device):
+    return device_from_dl(device)
+
+
+cdef int _abi_parse_device(object obj, DLDevice* out) except -1:
+    out[0] = device_from_object(obj)
+    return 0
+
+
+cdef bytes _version = __version__.encode()   # the table's version string points into it
+cdef dli_abi_storage _storage
+cdef DLInteropABI* _table = &_storage.table
+_table.major = DLINTEROP_ABI_MAJOR
+_table.minor = DLINTEROP_ABI_MINOR
+_table.version = _version
+# The entries whose code takes any object as it is are that code itself, no call between;
+# those that need a Tensor are the wrappers above, which check the type (a TypeError, not
+# a crash, for anything else). A Tensor is a PyObject* to C, whatever Cython calls it.
+_table.tensor_from_object = <dli_make_fn>tensor_from_object
+_table.is_tensor = _abi_is_tensor
+_table.dltensor = _abi_dltensor
+_table.tensor_from_managed = <dli_managed_fn>tensor_from_managed
+_table.to_capsule = _abi_to_capsule
+_table.empty = <dli_new_fn>empty_tensor
+_table.borrow = borrow
+_table.check_arg = check_arg
+_table.empty_like = <dli_new_like_fn>empty_like_c
+_table.zeros_like = <dli_new_like_fn>zeros_like_c
+_table.to_framework = to_framework_c
+_table.dtype_object = _abi_dtype_object
+_table.parse_dtype = _abi_parse_dtype
+_table.device_object = _abi_device_object
+_table.parse_device = _abi_parse_device
+_table.copy_error = <void*>CopyError   # the module holds CopyError (imported above)
+dli_abi_finish(&_storage)                # the size (and, in a test build, what it appends)
+
+abi_table = PyCapsule_New(_table, DLINTEROP_ABI_CAPSULE, NULL)
+"""The stable ABI's table (dlinterop/abi.h), for DLInterop_Import() and import_dlinterop()."""
+
+
+def abi_version():
+    """The (major, minor) version of the stable ABI's table this dlinterop publishes."""
+    return (_table.major, _table.minor)

@@ -22,9 +22,11 @@ cdef class Device:
     cdef DLDevice dl
 
 
-# The most dimensions whose shape and strides a Tensor keeps inline, without a malloc.
-cdef enum:
-    INLINE_NDIM = 4
+# The most dimensions whose shape and strides a Tensor keeps inline, without a malloc: 4,
+# unless a test build shifted the layout (dlinterop/tensor_layout.h, under get_include()).
+cdef extern from "dlinterop/tensor_layout.h":
+    enum:
+        INLINE_NDIM "DLINTEROP_INLINE_NDIM"
 
 
 cdef class Tensor:

@@ -18,15 +18,11 @@ from dlinterop.dlpack cimport DLDataType, DLDevice, DLTensor
 from dlinterop._core cimport Tensor
 
 
-# What check_arg requires of an argument. -1 in ndim, dtype_code or device_type leaves that
-# property unchecked; dtype_bits is checked with dtype_code. Fill one with arg_spec().
-ctypedef struct ArgSpec:
-    int ndim
-    int dtype_code
-    int dtype_bits
-    int device_type
-    bint c_contiguous
-    bint writable
+# What check_arg requires of an argument: the stable ABI's struct (dlinterop/abi.h), so
+# that check_arg is the ABI table's entry as it is. -1 in ndim, dtype_code or device_type
+# leaves that property unchecked; dtype_bits is checked with dtype_code; c_contiguous and
+# writable (ints) are asked when non-zero. Fill one with arg_spec().
+from dlinterop.abi cimport ArgSpec
 
 
 cdef ArgSpec arg_spec() noexcept nogil
@@ -52,7 +48,8 @@ cdef Tensor empty_like_c(object like, int ndim, const int64_t* shape, DLDataType
 cdef Tensor zeros_like_c(object like, int ndim, const int64_t* shape, DLDataType dtype,
                          DLDevice device)
 
-# An object of like's framework sharing t's memory (see dl.to_framework); BufferError for a
-# Tensor that is read-only by flag where that framework cannot hold read-only memory
-# (PyTorch, CuPy, any exchange-table hand-back).
-cdef object to_framework_c(Tensor t, object like)
+# An object of like's framework sharing the Tensor's memory (see dl.to_framework);
+# BufferError for a Tensor that is read-only by flag where that framework cannot hold
+# read-only memory (PyTorch, CuPy, any exchange-table hand-back); TypeError for a `tensor`
+# that is no dlinterop Tensor (this is also the stable ABI's entry, dlinterop/abi.h).
+cdef object to_framework_c(object tensor, object like)

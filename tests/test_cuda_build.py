@@ -153,5 +153,8 @@ def test_build_with_cuda_off_has_no_cuda_module(tmp_path):
     assert any(n.startswith("dlinterop/_core.") for n in names)
     assert not any(n.startswith("dlinterop/_cuda.") and n.endswith(".so") for n in names)
     assert "dlinterop/include/dlpack/dlpack.h" in names
+    # The stable ABI's header and Cython surface, and the Tensor layout the .pxd files read.
+    for name in ("include/dlinterop/abi.h", "include/dlinterop/tensor_layout.h", "abi.pxd"):
+        assert f"dlinterop/{name}" in names
     config = zipfile.ZipFile(wheel).read("dlinterop/_lib/build_config.py").decode()
     assert 'cuda_built = "OFF" == "ON"' in config

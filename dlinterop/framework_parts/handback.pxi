@@ -31,7 +31,11 @@ cdef bint _has_negative_stride(Tensor t) noexcept:
     return False
 
 
-cdef object to_framework_c(Tensor t, object like):
+cdef object to_framework_c(object tensor, object like):
+    # Any object: C callers of the stable ABI's entry (this function) hold whatever they hold.
+    if type(tensor) is not Tensor and not isinstance(tensor, Tensor):
+        raise TypeError(f"expected a dlinterop Tensor, got {type(tensor).__name__}")
+    cdef Tensor t = <Tensor>tensor
     cdef const DLPackExchangeAPI* api = NULL
     cdef _Adapter a = _resolve(like)
     cdef object table_type

@@ -22,8 +22,9 @@ def pxd_root():
     raise RuntimeError(f"no dlinterop/tensor.pxd under {list(dl.__path__)}")
 
 
-def build_extension(source, name, directory, include_root=None):
-    """Cythonizes and compiles one .pyx into `directory`; returns the extension's path."""
+def build_extension(source, name, directory, include_root=None, defines=()):
+    """Cythonizes and compiles one .pyx into `directory` (with `defines`, "NAME=VALUE"
+    strings for the C compiler); returns the extension's path."""
     pyx = os.path.join(directory, name + ".pyx")
     c_file = os.path.join(directory, name + ".c")
     with open(pyx, "w") as f:
@@ -47,6 +48,7 @@ def build_extension(source, name, directory, include_root=None):
             sysconfig.get_paths()["include"],
             "-I",
             dl.get_include(),
+            *[f"-D{define}" for define in defines],
             c_file,
             "-o",
             out,

@@ -1,10 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Kernels of the example downstream package, written against dlinterop's Cython API.
+"""Kernels of the example downstream package, written against dlinterop's stable ABI.
 
-Everything dlinterop offers Cython code comes from three .pxd files: dlinterop.dlpack (the
-DLPack structs), dlinterop.tensor (the Tensor class and its C-level entry points) and
-dlinterop.frameworks (the way out: outputs in the caller's framework, borrowed views,
-argument checks)."""
+Everything comes from two .pxd files: dlinterop.dlpack (the DLPack structs) and
+dlinterop.abi (dlinterop's versioned function table: tensors in and out, borrowed views of
+any framework's tensors, argument checks, outputs in the caller's framework). Nothing here
+depends on the layout of dlinterop's objects, so this module keeps working when dlinterop is
+upgraded, and it is built once, as an abi3 wheel, for every Python (setup.py)."""
 
 from libc.stdint cimport int64_t, uintptr_t
 from libc.stdlib cimport free, malloc
@@ -12,12 +13,14 @@ from libc.stdlib cimport free, malloc
 from dlinterop.dlpack cimport (
     DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor, kDLCPU, kDLFloat,
 )
-from dlinterop.tensor cimport (
-    Tensor, empty_tensor, tensor_from_managed, tensor_from_object, to_capsule,
+from dlinterop.abi cimport (
+    ArgSpec, arg_spec, borrow, check_arg, dltensor, empty_like, empty_tensor, import_dlinterop,
+    tensor_from_managed, tensor_from_object, to_capsule, to_framework, zeros_like,
 )
-from dlinterop.frameworks cimport (
-    ArgSpec, arg_spec, borrow, check_arg, empty_like_c, to_framework_c, zeros_like_c,
-)
+
+# Checks the installed dlinterop's table once: an ImportError, naming both versions, when
+# it is older than the one this module was built against.
+import_dlinterop()
 
 
 # -- tensors from our own memory -----------------------------------------------------------
@@ -98,8 +101,8 @@ def ones(shape):
     float32.lanes = 1
     cpu.device_type = kDLCPU
     cpu.device_id = 0
-    cdef Tensor t = empty_tensor(len(shape), dims, float32, cpu)
-    cdef DLTensor* dl = t.dltensor()
+    t = empty_tensor(len(shape), dims, float32, cpu)
+    cdef DLTensor* dl = dltensor(t)
     cdef float* data = <float*>dl.data
     cdef int64_t count = 1
     cdef int64_t j
@@ -115,17 +118,16 @@ def ones(shape):
 
 def describe(obj):
     """The DLTensor fields of anything dl.from_dlpack accepts, read without the GIL."""
-    cdef Tensor t = tensor_from_object(obj)
+    t = tensor_from_object(obj)
+    cdef const DLTensor* dl = dltensor(t)
     cdef int ndim
     cdef int64_t dims[64]
     cdef int64_t steps[64]
     cdef uintptr_t address
     cdef DLDataType dtype
     cdef DLDevice device
-    cdef const DLTensor* dl
     cdef int i
     with nogil:
-        dl = t.dltensor()
         ndim = dl.ndim
         for i in range(ndim):
             dims[i] = dl.shape[i]
@@ -179,8 +181,8 @@ cdef double _sum_strided(const float* first, int ndim, const int64_t* shape,
 def sum_float32(obj):
     """Sum of a float32 CPU tensor of any layout (NumPy array, dl.Tensor, capsule, ...),
     accumulated in double precision without the GIL."""
-    cdef Tensor t = tensor_from_object(obj)
-    cdef DLTensor* dl = t.dltensor()
+    t = tensor_from_object(obj)
+    cdef DLTensor* dl = dltensor(t)
     cdef double total
     if dl.dtype.code != kDLFloat or dl.dtype.bits != 32 or dl.dtype.lanes != 1:
         raise TypeError(f"sum_float32 needs float32 data, got {t.dtype}")
@@ -221,15 +223,15 @@ def scaled(x, float factor):
     cdef ArgSpec spec = _float32_cpu(False)
     _keeper = borrow(x, &src, &readonly)     # hold it while src is used
     check_arg(&src, readonly, "x", &spec)
-    cdef Tensor out = empty_like_c(x, src.ndim, src.shape, src.dtype, src.device)
+    out = empty_like(x, src.ndim, src.shape, src.dtype, src.device)
     cdef const float* a = <const float*>(<const char*>src.data + src.byte_offset)
-    cdef float* b = <float*>out.dltensor().data
+    cdef float* b = <float*>dltensor(out).data
     cdef int64_t n = _count(&src)
     cdef int64_t i
     with nogil:
         for i in range(n):
             b[i] = a[i] * factor
-    return to_framework_c(out, x)
+    return to_framework(out, x)
 
 
 def zeros_as(x, shape):
@@ -247,7 +249,7 @@ def zeros_as(x, shape):
     float32.code = kDLFloat
     float32.bits = 32
     float32.lanes = 1
-    return to_framework_c(zeros_like_c(x, len(shape), dims, float32, src.device), x)
+    return to_framework(zeros_like(x, len(shape), dims, float32, src.device), x)
 
 
 def fill_(x, float value):
@@ -276,5 +278,4 @@ def identity(x):
     cdef ArgSpec spec = _float32_cpu(False)
     _keeper = borrow(x, &src, &readonly)
     check_arg(&src, readonly, "x", &spec)
-    cdef Tensor out = empty_like_c(x, src.ndim, src.shape, src.dtype, src.device)
-    return to_framework_c(out, x)
+    return to_framework(empty_like(x, src.ndim, src.shape, src.dtype, src.device), x)
