@@ -36,6 +36,7 @@ if not __package__:
 from benchmarks.peers import (  # noqa: E402
     build_inputs,
     build_tensor_inputs,
+    framework_imports,
     load_kernels,
     load_libraries,
 )
@@ -44,11 +45,13 @@ from benchmarks.report import SECTION_TITLES, print_table, summarise  # noqa: E4
 from benchmarks.rows import (  # noqa: E402
     COLUMNS,
     EXCHANGE_COLUMNS,
+    FRAMEWORK_COLUMNS,
     HEADINGS,
     PEERS,
     TENSOR_COLUMNS,
     WAY_OUT_COLUMNS,
     define_exchange_rows,
+    define_framework_rows,
     define_rows,
     define_scaling_rows,
     define_tensor_rows,
@@ -61,6 +64,10 @@ from benchmarks.timing import (  # noqa: E402
     process_rows,
     time_row,
 )
+from dlinterop._cli.bench import FRAMEWORKS  # noqa: E402
+
+# The columns' peers, then every other framework the checker knows (a table of their own).
+ALL_PEERS = PEERS + tuple(name for name in FRAMEWORKS if name not in PEERS)
 
 
 def main(argv=None):
@@ -92,8 +99,9 @@ def main(argv=None):
     )
     parser.add_argument(
         "--peers",
-        default=",".join(PEERS),
-        help="comma-separated peers to compare against (default: all installed of %(default)s)",
+        default=",".join(ALL_PEERS),
+        help="comma-separated peers to compare against: columns of the tables, or frameworks "
+        "timed in a table of their own (default: all installed of %(default)s)",
     )
     parser.add_argument(
         "-k",
@@ -114,9 +122,9 @@ def main(argv=None):
     started = time.perf_counter()
 
     wanted = {p.strip() for p in args.peers.split(",") if p.strip()}
-    unknown = wanted - set(PEERS)
+    unknown = wanted - set(ALL_PEERS)
     if unknown:
-        parser.error(f"unknown peer(s) {sorted(unknown)}; choose from {', '.join(PEERS)}")
+        parser.error(f"unknown peer(s) {sorted(unknown)}; choose from {', '.join(ALL_PEERS)}")
     ns, versions = load_libraries(wanted)
     build_notes = []
     if not args.list:
@@ -134,6 +142,7 @@ def main(argv=None):
     scaling = [row for row in define_scaling_rows() if runnable(row)]
     exchange = [row for row in define_exchange_rows() if runnable(row)]
     way_out = [row for row in define_way_out_rows() if runnable(row)]
+    frameworks = define_framework_rows(framework_imports(ns))
     tensor = define_tensor_rows()
     for row in exchange:
         row.statements = {
@@ -150,16 +159,17 @@ def main(argv=None):
 
         rows, scaling = [r for r in rows if keep(r)], [r for r in scaling if keep(r)]
         way_out = [r for r in way_out if keep(r)]
+        frameworks = [r for r in frameworks if keep(r)]
         tensor = [r for r in tensor if keep(r)]
         kept = [r for r in exchange if r.values_from is None and keep(r)]
         exchange = [r for r in exchange if r in kept or r.values_from in kept]
     if args.section:
-        rows, scaling, exchange, way_out, tensor = (
+        rows, scaling, exchange, way_out, frameworks, tensor = (
             [r for r in group if r.section == args.section]
-            for group in (rows, scaling, exchange, way_out, tensor)
+            for group in (rows, scaling, exchange, way_out, frameworks, tensor)
         )
     if args.list:
-        for row in rows + exchange + way_out + tensor + scaling:
+        for row in rows + exchange + way_out + frameworks + tensor + scaling:
             print(f"[{row.section}] {row.name}")
             for column, statement in row.statements.items():
                 print(f"    {HEADINGS.get(column, column):>10}: {statement}")
@@ -170,7 +180,7 @@ def main(argv=None):
     # The peers leave large heaps behind; frozen, they make each gc.collect() cheap.
     gc.collect()
     gc.freeze()
-    for row in rows + exchange + way_out + tensor + scaling:
+    for row in rows + exchange + way_out + frameworks + tensor + scaling:
         time_row(row, ns, mode)
     other = []
     processes = []
@@ -182,7 +192,10 @@ def main(argv=None):
         other += memory
 
     out = sys.stdout
-    peers_text = ", ".join(f"{HEADINGS[c]} {versions[c]}" for c in libraries if c != "dlinterop")
+    shown = [c for c in libraries if c != "dlinterop"] + [
+        name for name in FRAMEWORKS if name in versions and name not in libraries
+    ]
+    peers_text = ", ".join(f"{HEADINGS.get(c, c)} {versions[c]}" for c in shown)
     print(
         f"dlinterop {versions['dlinterop']} beside {peers_text or 'no peers'}; "
         f"Python {platform.python_version()}, {platform.system()} {platform.machine()}, "
@@ -219,6 +232,14 @@ def main(argv=None):
             out,
             with_ratio=False,
         )
+    if frameworks:
+        print_table(
+            frameworks,
+            list(FRAMEWORK_COLUMNS),
+            SECTION_TITLES["frameworks"],
+            out,
+            with_ratio=False,
+        )
     if tensor:
         print_table(
             tensor,
@@ -248,7 +269,8 @@ def main(argv=None):
             )
 
     summaries = [
-        summarise(row) for row in rows + exchange + way_out + tensor + scaling + processes + other
+        summarise(row)
+        for row in rows + exchange + way_out + frameworks + tensor + scaling + processes + other
     ]
     judged = [s for s in summaries if s["target"] is not None]
     missed = [s["name"] for s in judged if s["target"]["met"] is False]

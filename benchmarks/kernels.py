@@ -14,14 +14,17 @@ and the compiler flags' hash, so a run after the first costs no compile.
 
 This file imports nothing from its own folder, so it runs as a script as well as a module."""
 
-import hashlib
-import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
+
+# Builds keyed by their inputs' hash, and an extension module loaded once per process, as
+# for the checker's nanobind peer.
+from dlinterop.testing._nanobind import _key
+from dlinterop.testing._nanobind import load as _load
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -83,28 +86,6 @@ def cache_dir():
     path = os.path.join(root, "dlinterop-bench-kernels")
     os.makedirs(path, exist_ok=True)
     return path
-
-
-def _key(*parts):
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(part.encode() if isinstance(part, str) else part)
-        digest.update(b"\0")
-    return digest.hexdigest()[:16]
-
-
-_loaded = {}
-
-
-def _load(name, path):
-    """The extension module at `path`, loaded once (a second load would register its
-    nanobind types again)."""
-    if path not in _loaded:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        _loaded[path] = module
-    return _loaded[path]
 
 
 def _compiler_base():
@@ -172,58 +153,14 @@ def build_nanobind_kernels():
 
 
 def build_nanobind_extension(abort_on_leak=False):
-    """The path of the nanobind kernels' extension module, built if need be; None when
-    nanobind or a C++ compiler is missing. With `abort_on_leak`, built as nanobind's own
-    tests are (NB_ABORT_ON_LEAK): a process that imported it aborts at exit when a nanobind
-    type or instance is still alive, so load that one only in a child process."""
-    try:
-        import nanobind
-    except ImportError:
-        return None
-    include = nanobind.include_dir()
-    robin_map = os.path.join(os.path.dirname(include), "ext", "robin_map", "include")
-    combined = os.path.join(nanobind.source_dir(), "nb_combined.cpp")
-    flags = [
-        "-O2",
-        "-std=c++17",
-        "-fPIC",
-        "-fvisibility=hidden",
-        "-DNDEBUG",
-        "-DNB_COMPACT_ASSERTIONS",
-        "-I",
-        sysconfig.get_paths()["include"],
-        "-I",
-        include,
-        "-I",
-        robin_map,
-    ] + (["-DNB_ABORT_ON_LEAK"] if abort_on_leak else [])
-    if sysconfig.get_config_var("Py_GIL_DISABLED"):
-        flags.append("-DNB_FREE_THREADED")
-    key = _key(
-        NANOBIND_SOURCE, " ".join(flags), getattr(nanobind, "__version__", "?"), EXT, sys.version
-    )
-    directory = os.path.join(cache_dir(), f"nanobind-{key}")
-    target = os.path.join(directory, "nb_kernels" + EXT)
-    if not os.path.isfile(target):
-        compiler = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++")
-        if compiler is None:
-            return None
-        os.makedirs(directory, exist_ok=True)
-        source = os.path.join(directory, "nb_kernels.cpp")
-        with open(source, "w") as f:
-            f.write(NANOBIND_SOURCE)
-        objects = []
-        for name, path in (("nb_combined", combined), ("nb_kernels", source)):
-            obj = os.path.join(directory, name + ".o")
-            subprocess.run(
-                [compiler, *flags, "-c", path, "-o", obj], check=True, capture_output=True
-            )
-            objects.append(obj)
-        subprocess.run(
-            [compiler, "-shared", *objects, "-o", target + ".tmp"], check=True, capture_output=True
-        )
-        os.replace(target + ".tmp", target)
-    return target
+    """The path of the nanobind kernels' extension module, built if need be (by the
+    checker's nanobind builder, dlinterop.testing._nanobind); None when nanobind or a C++
+    compiler is missing. With `abort_on_leak`, built as nanobind's own tests are
+    (NB_ABORT_ON_LEAK): a process that imported it aborts at exit when a nanobind type or
+    instance is still alive, so load that one only in a child process."""
+    from dlinterop.testing._nanobind import build_extension
+
+    return build_extension("nb_kernels", NANOBIND_SOURCE, abort_on_leak)
 
 
 if __name__ == "__main__":

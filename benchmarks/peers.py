@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from benchmarks.rows import BIG, SMALL, TOLIST_NUMPY_DTYPES, TOLIST_OTHER_DTYPES
+from benchmarks.rows import PEERS as COLUMN_PEERS
 
 
 def load_libraries(wanted):
@@ -47,7 +48,27 @@ def load_libraries(wanted):
         else:
             namespace["tvm_ffi"] = tvm_ffi
             versions["tvm_ffi"] = getattr(tvm_ffi, "__version__", "?")
+    from dlinterop._cli.bench import FRAMEWORKS, framework_namespace
+
+    for name in FRAMEWORKS:
+        if name in wanted and name not in COLUMN_PEERS:
+            made = framework_namespace(name)
+            if made is None:
+                continue
+            peer_ns, versions[name] = made
+            # its array under a name of its own; the modules its import names as they are
+            namespace[f"fw_{name}"] = peer_ns.pop("obj")
+            namespace.update(
+                (key, value) for key, value in peer_ns.items() if not key.startswith("__")
+            )
     return namespace, versions
+
+
+def framework_imports(ns):
+    """name -> the framework's own import statement, for the frameworks loaded into ns."""
+    from dlinterop._cli.bench import FRAMEWORKS
+
+    return {name: own for name, (_, own) in FRAMEWORKS.items() if f"fw_{name}" in ns}
 
 
 def build_inputs(ns):

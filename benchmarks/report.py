@@ -14,6 +14,8 @@ SECTION_TITLES = {
     "through its __dlpack__, beside torch and tvm-ffi",
     "way out": "The way out: a tensor handed back as the caller's type, and a trivial kernel "
     "(one float32 tensor in, a new one of the caller's type out)",
+    "frameworks": "Every other framework: dl.from_dlpack of its array beside its own import of "
+    "it, and its import of a dl.Tensor beside that of its own array",
     "tensor": "The everyday Tensor beside NumPy's ndarray (types NumPy lacks: beside dlinterop's "
     "float32 tolist of as many elements)",
     "scaling": "Size scaling: dlinterop exchanges at 1 element and at 64 MiB (float32)",

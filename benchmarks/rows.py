@@ -17,6 +17,7 @@ HEADINGS = {
     "exchange API": "dl+table",
     "__dlpack__": "dl+dlpack",
     "float32": "dl f32",  # dlinterop's float32 path, beside the types NumPy lacks
+    "own": "its own",  # a framework's own from_dlpack of its own array
 }
 
 # Per library: the name its small (16 float32 elements) tensor has in the timing namespace,
@@ -312,6 +313,38 @@ def define_exchange_rows():
         values_from=timed,
     )
     return [timed, again]
+
+
+FRAMEWORK_COLUMNS = ("dlinterop", "own")
+
+
+def define_framework_rows(frameworks):
+    """Issue 44: each framework that is no column of the other tables (pyarrow, cuda.core,
+    MLX, Warp, nanobind, array-api-strict, CuPy), its 16-element float32 array imported by
+    dl.from_dlpack beside the framework's own import of it (`frameworks`: name -> its own
+    import, {obj} standing for the array, named fw_<name> in the namespace), and the
+    framework's import of a dl.Tensor beside that of its own array."""
+    rows = []
+    for name, own in frameworks.items():
+        obj = f"fw_{name}"
+        rows.append(
+            Row(
+                "frameworks",
+                f"import a {name} array",
+                {"dlinterop": f"dl.from_dlpack({obj})", "own": own.format(obj=obj)},
+                Target(1.0, "own"),
+                needs=(obj,),
+            )
+        )
+        rows.append(
+            Row(
+                "frameworks",
+                f"{name} imports a dl.Tensor (own: its own array)",
+                {"dlinterop": own.format(obj="t"), "own": own.format(obj=obj)},
+                needs=(obj,),
+            )
+        )
+    return rows
 
 
 WAY_OUT_COLUMNS = ("dlinterop", "nanobind", "numpy", "torch")

@@ -45,7 +45,9 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     bench.add_argument(
         "--peers",
         default="numpy,torch",
-        help="comma-separated peers to time beside dlinterop "
+        help="comma-separated peers to time beside dlinterop: numpy and torch in the main "
+        "table, any other framework the checker knows (jax, tvm_ffi, array_api_strict, cupy, "
+        "pyarrow, cuda_core, mlx, warp, nanobind) as its import beside dl.from_dlpack "
         "(default: %(default)s; those not installed are left out)",
     )
     bench.add_argument(
@@ -71,10 +73,10 @@ def _main(argv: list[str]) -> int:
         from dlinterop._cli import bench as _bench
 
         peers = tuple(p.strip() for p in args.peers.split(",") if p.strip())
-        unknown = sorted(set(peers) - set(_bench.PEERS))
+        unknown = sorted(set(peers) - set(_bench.ALL_PEERS))
         if unknown:
             command_parsers["bench"].error(
-                f"unknown peer(s) {', '.join(unknown)}; choose from {', '.join(_bench.PEERS)}"
+                f"unknown peer(s) {', '.join(unknown)}; choose from {', '.join(_bench.ALL_PEERS)}"
             )
         if args.repeats < 1:
             command_parsers["bench"].error("--repeats must be at least 1")

@@ -93,3 +93,4 @@ cdef int raise_pending_error() except -1
 cdef int64_t checked_nbytes(int ndim, const int64_t* shape, DLDataType dt,
                             DLDevice device) except -1
 cdef object numpy_array_from(Tensor t)
+cdef Tensor offset_in_pointer(Tensor t)

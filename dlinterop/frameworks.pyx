@@ -24,8 +24,8 @@ from dlinterop._lib.type_cache cimport (
 from dlinterop._core cimport (
     DType, Device, Tensor, borrow_dltensor, check_copy_arg, checked_nbytes, device_from_dl,
     device_from_object, dtype_from_dl, empty_tensor, exchange_api_of,
-    numpy_array_from, order_for_consumer, raise_pending_error, read_only_by_flag,
-    tensor_from_managed, tensor_from_object, to_managed, zero_fill,
+    numpy_array_from, offset_in_pointer, order_for_consumer, raise_pending_error,
+    read_only_by_flag, tensor_from_managed, tensor_from_object, to_managed, zero_fill,
 )
 
 import importlib
@@ -39,6 +39,8 @@ from dlinterop import _core
 
 cdef extern from "Python.h":
     PyObject* PyErr_Occurred()
+    int PyErr_ExceptionMatches(object exc)
+    void PyErr_Clear()
     bint PyModule_Check(object obj)
 
 # The module's files, in the order they build on each other (each uses only those above it).

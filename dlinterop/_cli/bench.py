@@ -2,12 +2,15 @@
 
 dlinterop and each installed peer (NumPy, PyTorch) do the same work in this process; each
 cell is the median of interleaved repeats, in ns per call, and the ratio is dlinterop's time
-over the fastest peer's. It takes a few seconds. The full suite (every layout, size and
+over the fastest peer's. Any other framework the checker knows, when asked for with --peers,
+is timed importing its own array beside dl.from_dlpack of the same array. It takes a few
+seconds. The full suite (every layout, size and
 dtype, JAX and tvm-ffi, imports, memory, processes, asv across commits) lives in the source
 tree's benchmarks/ folder: python -m benchmarks.
 """
 
 import importlib
+import importlib.metadata
 import platform
 import statistics
 import sys
@@ -15,6 +18,75 @@ import timeit
 
 PEERS = ("numpy", "torch")
 COLUMNS = ("dlinterop",) + PEERS
+
+# Every other framework the conformance checker knows: the code that makes its 16-element
+# float32 array (named `obj`) and the framework's own import of such an array ({obj} is that
+# array's name). Each is timed beside dl.from_dlpack of the same array, in a table of its own.
+# The benchmark runner of the source tree (benchmarks/) times the same pairs.
+FRAMEWORKS = {
+    "jax": (
+        "import os\nos.environ.setdefault('JAX_PLATFORMS', 'cpu')\nimport jax.numpy as jnp\n"
+        "obj = jnp.zeros(16, jnp.float32)\nobj.block_until_ready()",
+        "jnp.from_dlpack({obj})",
+    ),
+    "tvm_ffi": (
+        "import numpy, tvm_ffi\nobj = tvm_ffi.from_dlpack(numpy.zeros(16, numpy.float32))",
+        "tvm_ffi.from_dlpack({obj})",
+    ),
+    "array_api_strict": (
+        "import array_api_strict as xp\nobj = xp.zeros(16, dtype=xp.float32)",
+        "xp.from_dlpack({obj})",
+    ),
+    "cupy": ("import cupy\nobj = cupy.zeros(16, cupy.float32)", "cupy.from_dlpack({obj})"),
+    "pyarrow": (
+        "import numpy, pyarrow as pa\nobj = pa.array(numpy.zeros(16, numpy.float32))",
+        "pa.Array.from_dlpack({obj})",
+    ),
+    "cuda_core": (
+        "import numpy\nfrom cuda.core.utils import StridedMemoryView as SMV\n"
+        "obj = SMV.from_dlpack(numpy.zeros(16, numpy.float32), stream_ptr=-1)",
+        "SMV.from_dlpack({obj}, stream_ptr=-1)",
+    ),
+    "mlx": (
+        "import mlx.core as mx\nobj = mx.zeros((16,), dtype=mx.float32)\nmx.eval(obj)",
+        "mx.from_dlpack({obj})",
+    ),
+    "warp": (
+        "import warp as wp\nwp.config.log_level = wp.LOG_WARNING\nwp.init()\n"
+        "obj = wp.zeros(16, dtype=wp.float32, device='cpu')",
+        "wp.from_dlpack({obj})",
+    ),
+    "nanobind": (
+        "import numpy\nfrom dlinterop.testing._nanobind import peer\nnb = peer()\n"
+        "obj = nb.copy(numpy.zeros(16, numpy.float32))",
+        "nb.from_dlpack({obj})",
+    ),
+}
+ALL_PEERS = PEERS + tuple(FRAMEWORKS)
+
+
+def framework_namespace(name):
+    """The namespace FRAMEWORKS[name]'s code makes (its array is `obj`), and the framework's
+    version; None when it is not installed here (or cannot make an array: no GPU for CuPy,
+    no compiler for nanobind's module)."""
+    import dlinterop as dl
+
+    ns = {"dl": dl}
+    try:
+        exec(FRAMEWORKS[name][0], ns)
+    except Exception:  # an optional peer: missing, or unusable on this machine
+        return None
+    module = {"cuda_core": "cuda.core", "mlx": "mlx.core"}.get(name, name)
+    try:
+        version = importlib.metadata.version(
+            {"cuda_core": "cuda-core", "tvm_ffi": "apache-tvm-ffi", "warp": "warp-lang"}.get(
+                name, name.replace("_", "-")
+            )
+        )
+    except importlib.metadata.PackageNotFoundError:
+        version = getattr(sys.modules.get(module), "__version__", "?")
+    return ns, version
+
 
 # (row, {column: statement}); a statement runs in a namespace holding dl, np, torch and a
 # 16-element float32 tensor of each library: t (dlinterop), a (NumPy), x (PyTorch).
@@ -113,31 +185,55 @@ def calibrate(timer, seconds):
     return max(1, round(number * seconds / elapsed)) if elapsed > 0 else number
 
 
+def _time_row(name, statements, ns, repeats, seconds):
+    """{"name", "ns": {column: median}, "ratio"}, or None when dlinterop's cell cannot run."""
+    timers = {}
+    for column, statement in statements.items():
+        try:
+            timer = timeit.Timer(statement, globals=ns)
+            timers[column] = (timer, calibrate(timer, seconds))
+        except NameError:  # a library the statement needs is not installed
+            continue
+    if "dlinterop" not in timers:
+        return None
+    samples = {column: [] for column in timers}
+    order = list(timers)
+    for k in range(repeats):  # interleaved, each repeat starting elsewhere
+        for column in order[k % len(order) :] + order[: k % len(order)]:
+            timer, number = timers[column]
+            samples[column].append(timer.timeit(number) / number * 1e9)
+    medians = {column: statistics.median(values) for column, values in samples.items()}
+    peer_times = [v for c, v in medians.items() if c != "dlinterop"]
+    ratio = medians["dlinterop"] / min(peer_times) if peer_times else None
+    return {"name": name, "ns": medians, "ratio": ratio}
+
+
 def run(peers=PEERS, repeats=9, seconds=0.002):
-    """{"versions": ..., "rows": [{"name", "ns": {column: median}, "ratio"}]}."""
+    """{"versions": ..., "rows": [{"name", "ns": {column: median}, "ratio"}],
+    "frameworks": [the same, columns "dlinterop" and "own"]}."""
     ns, versions = _namespace(peers)
     columns = [c for c in COLUMNS if c in versions and (c == "dlinterop" or c in peers)]
     rows = []
     for name, statements in ROWS:
-        timers = {}
-        for column in columns:
-            try:
-                timer = timeit.Timer(statements[column], globals=ns)
-                timers[column] = (timer, calibrate(timer, seconds))
-            except NameError:  # a library the statement needs is not installed
-                continue
-        if "dlinterop" not in timers:
+        row = _time_row(name, {c: statements[c] for c in columns}, ns, repeats, seconds)
+        if row is not None:
+            rows.append(row)
+    frameworks = []
+    for peer in peers:
+        if peer not in FRAMEWORKS:
             continue
-        samples = {column: [] for column in timers}
-        order = list(timers)
-        for k in range(repeats):  # interleaved, each repeat starting elsewhere
-            for column in order[k % len(order) :] + order[: k % len(order)]:
-                timer, number = timers[column]
-                samples[column].append(timer.timeit(number) / number * 1e9)
-        medians = {column: statistics.median(values) for column, values in samples.items()}
-        peer_times = [v for c, v in medians.items() if c != "dlinterop"]
-        ratio = medians["dlinterop"] / min(peer_times) if peer_times else None
-        rows.append({"name": name, "ns": medians, "ratio": ratio})
+        made = framework_namespace(peer)
+        if made is None:
+            continue
+        peer_ns, versions[peer] = made
+        statements = {
+            "dlinterop": "dl.from_dlpack(obj)",
+            "own": FRAMEWORKS[peer][1].format(obj="obj"),
+        }
+        row = _time_row(f"import a {peer} array", statements, peer_ns, repeats, seconds)
+        if row is not None:
+            frameworks.append(row)
+        peer_ns.clear()
     # Dropped here, not left to the namespace's last reference: on free-threaded CPython
     # the functions timeit compiled over it outlive the run (deferred reference counting)
     # after other threads have run, and would keep its Tensor until some later collection.
@@ -146,6 +242,7 @@ def run(peers=PEERS, repeats=9, seconds=0.002):
         "versions": versions,
         "python": platform.python_version(),
         "rows": rows,
+        "frameworks": frameworks,
         "repeats": repeats,
     }
 
@@ -156,9 +253,10 @@ def main(peers=PEERS, repeats=9, out=sys.stdout):
     versions = result["versions"]
     columns = [c for c in COLUMNS if c in versions and (c == "dlinterop" or c in peers)]
     missing = [peer for peer in peers if peer not in versions]
+    others = [p for p in peers if p in FRAMEWORKS and p in versions]
     print(
         f"dlinterop {versions['dlinterop']} beside "
-        f"{', '.join(f'{c} {versions[c]}' for c in columns[1:]) or 'no peer'}"
+        f"{', '.join(f'{c} {versions[c]}' for c in columns[1:] + others) or 'no peer'}"
         f"{' (not installed: ' + ', '.join(missing) + ')' if missing else ''}; "
         f"Python {result['python']}",
         file=out,
@@ -177,6 +275,18 @@ def main(peers=PEERS, repeats=9, out=sys.stdout):
         )
         ratio = "" if row["ratio"] is None else f"{row['ratio']:.2f}"
         print(f"{row['name']:34}{cells}{ratio:>8}", file=out)
+    if result["frameworks"]:
+        print(
+            f"\n{'each framework: dl.from_dlpack':34}{'dlinterop':>11}{'its own':>11}{'ratio':>8}",
+            file=out,
+        )
+        print("-" * 64, file=out)
+        for row in result["frameworks"]:
+            print(
+                f"{row['name']:34}{row['ns']['dlinterop']:>11,.0f}{row['ns'].get('own', 0):>11,.0f}"
+                f"{'' if row['ratio'] is None else format(row['ratio'], '.2f'):>8}",
+                file=out,
+            )
     print(
         "Timings on a shared machine move from run to run: compare ratios within one run.", file=out
     )

@@ -47,6 +47,16 @@ cdef Tensor _layout_view(Tensor src, int ndim, const int64_t* shape, const int64
     return t
 
 
+cdef Tensor offset_in_pointer(Tensor t):
+    """t itself when its byte_offset is 0, else the same view with the offset moved into its
+    data pointer, for consumers that ignore byte_offset (Warp reads `data` alone)."""
+    if t.dl.byte_offset == 0:
+        return t
+    cdef Tensor v = _layout_view(t, t.dl.ndim, t.dl.shape, t.dl.strides, 0, t.dl.dtype)
+    v.dl.data = <char*>t.dl.data + t.dl.byte_offset
+    return v
+
+
 cdef Tensor _view_with(Tensor src, int ndim, int64_t* shape, int64_t* strides,
                        int64_t byte_offset, DLDataType dtype):
     """_layout_view, after checking that packed sub-byte elements stay addressable."""

@@ -18,8 +18,21 @@ cdef class _Adapter:
     # that is read-only by flag is refused rather than handed over writable.
     cdef bint drops_read_only
     # The framework cannot import negative strides (PyTorch aborts the process on them,
-    # pytorch/pytorch#188023): such a Tensor is handed over as a C-contiguous copy.
+    # pytorch/pytorch#188023; pyarrow and MLX refuse them): such a Tensor is handed over as
+    # a C-contiguous copy.
     cdef bint no_negative_strides
+    # Its from_dlpack takes C-contiguous data only (pa.Array.from_dlpack: 1-D, contiguous):
+    # any other layout is handed over as a C-contiguous copy.
+    cdef bint contiguous_only
+    # It reads DLPack's `data` and ignores `byte_offset` (Warp 1.19: a view would read the
+    # wrong elements, negative strides memory before the buffer): the offset is moved into
+    # the data pointer of the view handed over.
+    cdef bint ignores_byte_offset
+    # It copies whatever it imports (MLX on the CPU): copy=False cannot be honoured.
+    cdef bint always_copies
+    # Its exchange table honours DLPack's READ_ONLY flag (cuda.core's StridedMemoryView):
+    # a read-only Tensor may go through it.
+    cdef bint table_keeps_read_only
     cdef bint table_is_key    # the table type is the type this adapter was made for
     cdef object table_type    # else the module's tensor type, or None
     cdef object from_dlpack
@@ -35,13 +48,52 @@ cdef dli_type_cache _adapter_cache
 
 # Module objects (and their top-level names) -> the type whose exchange table hands tensors
 # back, for frameworks known to publish (or to be likely to publish) one.
-cdef dict _TABLE_TYPES = {"torch": "Tensor", "numpy": "ndarray", "cupy": "ndarray",
-                          "tvm_ffi": "Tensor"}
+cdef dict _TABLE_TYPES = {"torch": ("torch", "Tensor"), "numpy": ("numpy", "ndarray"),
+                          "cupy": ("cupy", "ndarray"), "tvm_ffi": ("tvm_ffi", "Tensor"),
+                          "cuda.core": ("cuda.core.utils", "StridedMemoryView")}
 # Frameworks whose arrays are always writable, whatever DLPack's READ_ONLY flag says.
-cdef frozenset _NO_READ_ONLY = frozenset(["torch", "cupy"])
+cdef frozenset _NO_READ_ONLY = frozenset(["torch", "cupy", "warp"])
 # Frameworks that cannot import negative strides: torch 2.13's from_dlpack, torch.tensor and
-# as_tensor abort the interpreter on them (pytorch/pytorch#188023, fixed after 2.13 to raise).
-cdef frozenset _NO_NEGATIVE_STRIDES = frozenset(["torch"])
+# as_tensor abort the interpreter on them (pytorch/pytorch#188023, fixed after 2.13 to raise);
+# pa.Tensor.from_dlpack and mx.from_dlpack refuse them.
+cdef frozenset _NO_NEGATIVE_STRIDES = frozenset(["torch", "pyarrow", "mlx"])
+# Frameworks whose import ignores byte_offset (docs/frameworks.md).
+cdef frozenset _IGNORES_BYTE_OFFSET = frozenset(["warp"])
+# Frameworks whose CPU import always copies.
+cdef frozenset _ALWAYS_COPIES = frozenset(["mlx"])
+
+
+cdef object _strided_memory_view(object t):
+    """cuda.core's StridedMemoryView of t, with no stream ordering (stream_ptr=-1): the
+    hand-back is made on the producer's side, after its work is ordered (CPU memory, or a
+    device tensor whose writer synchronised)."""
+    return importlib.import_module("cuda.core.utils").StridedMemoryView.from_dlpack(
+        t, stream_ptr=-1)
+
+
+def _to_mlx(t):
+    """An MLX array of t's values and dtype. mx.from_dlpack narrows float64 to float32 and
+    complex128 to complex64 without a word; mx.array(t, dtype=...) keeps the dtype, and a
+    dtype MLX lacks is refused rather than narrowed."""
+    mx = importlib.import_module("mlx.core")
+    name = t.dtype.name
+    kind = getattr(mx, "bool_" if name == "bool" else name, None)
+    if not isinstance(kind, mx.Dtype):
+        raise BufferError(f"MLX has no {name} arrays (mx.from_dlpack would change the "
+                          "values' type); convert the tensor first")
+    return mx.array(t, dtype=kind)
+
+
+cdef void _set_rules(_Adapter a, str top):
+    a.drops_read_only = top in _NO_READ_ONLY
+    a.no_negative_strides = top in _NO_NEGATIVE_STRIDES
+    a.ignores_byte_offset = top in _IGNORES_BYTE_OFFSET
+    a.always_copies = top in _ALWAYS_COPIES
+    a.table_keeps_read_only = top == "cuda"
+    if top == "pyarrow":
+        # pa.Tensor takes any strides but negative ones; pa.Array only contiguous 1-D data
+        a.contiguous_only = a.from_dlpack is not getattr(
+            importlib.import_module("pyarrow").Tensor, "from_dlpack", None)
 
 
 def _forget_adapter_type(ref):
@@ -54,9 +106,21 @@ def _adapter_types_cached():
     return type_cache_size(&_adapter_cache)
 
 
-cdef object _from_dlpack_of(str top, str what):
+cdef object _from_dlpack_of(str top, str what, str module_name=None, type cls=None):
+    """The function that makes an object of the framework from a Tensor: its package's
+    from_dlpack, or where a package has none at its top the one its users call."""
     if top in ("jax", "jaxlib"):
         return importlib.import_module("jax.numpy").from_dlpack
+    if top == "mlx":
+        return _to_mlx
+    if top == "pyarrow":
+        # An Arrow tensor type hands back as pa.Tensor, anything else as pa.Array.
+        pa = importlib.import_module("pyarrow")
+        if cls is not None and issubclass(cls, pa.Tensor):
+            return pa.Tensor.from_dlpack
+        return pa.Array.from_dlpack
+    if top == "cuda" and (module_name or "").startswith("cuda.core"):
+        return _strided_memory_view
     # import_module, not sys.modules: it waits out an import of `top` in another thread.
     function = getattr(importlib.import_module(top), "from_dlpack", None)
     if function is None or not callable(function):
@@ -81,10 +145,9 @@ cdef _Adapter _adapter_for_type(type cls):
         raise TypeError(f"like= must be an array, an array type or a module name, got "
                         f"{cls.__name__}")
     a.table_is_key = True
-    a.from_dlpack = _from_dlpack_of(top, a.name)
+    a.from_dlpack = _from_dlpack_of(top, a.name, cls.__module__, cls)
     a.numpy_native = _is_numpy_from_dlpack(a.from_dlpack)
-    a.drops_read_only = top in _NO_READ_ONLY
-    a.no_negative_strides = top in _NO_NEGATIVE_STRIDES
+    _set_rules(a, top)
     return a
 
 
@@ -95,18 +158,18 @@ cdef _Adapter _adapter_for_module(object module):
     if top == "dlinterop":
         a.identity = True
         return a
-    type_name = _TABLE_TYPES.get(top)
-    if type_name is not None:
-        table_type = getattr(importlib.import_module(top), type_name, None)
+    where = _TABLE_TYPES.get(top) or _TABLE_TYPES.get(module.__name__)
+    if where is not None:
+        table_type = getattr(importlib.import_module(where[0]), where[1], None)
         if isinstance(table_type, type):
             a.table_type = table_type
-    function = getattr(module, "from_dlpack", None)
+    # MLX's own from_dlpack narrows dtypes: its hand-back is _to_mlx, whichever module.
+    function = None if top == "mlx" else getattr(module, "from_dlpack", None)
     if function is None or not callable(function):
-        function = _from_dlpack_of(top, f"module {module.__name__!r}")
+        function = _from_dlpack_of(top, f"module {module.__name__!r}", module.__name__)
     a.from_dlpack = function
     a.numpy_native = _is_numpy_from_dlpack(function)
-    a.drops_read_only = top in _NO_READ_ONLY
-    a.no_negative_strides = top in _NO_NEGATIVE_STRIDES
+    _set_rules(a, top)
     return a
 
 

@@ -51,6 +51,11 @@ cdef Tensor empty_like_c(object like, int ndim, const int64_t* shape, DLDataType
     error.set = False
     if api.managed_tensor_allocator(&prototype, &m, &error, _set_alloc_error) != 0 or m == NULL:
         if PyErr_Occurred() != NULL:
+            # A table whose allocator is there only to say "not supported" (cuda.core's
+            # StridedMemoryView, which views memory and owns none): dlinterop's allocator.
+            if PyErr_ExceptionMatches(NotImplementedError):
+                PyErr_Clear()
+                return empty_tensor(ndim, shape, dtype, device)
             raise_pending_error()
         if error.set:
             kind = (<bytes>error.kind).decode(errors="replace")

@@ -1,6 +1,7 @@
 """The frameworks the checker knows by name (NumPy, PyTorch, JAX, tvm-ffi, array-api-strict,
-dlinterop, CuPy), each described as a Framework; peers are imported by name only when
-checked, so an installation without them is not looked for."""
+dlinterop, CuPy, Apache Arrow, cuda.core, MLX, Warp and nanobind), each described as a
+Framework; peers are imported by name only when checked, so an installation without them is
+not looked for."""
 
 from __future__ import annotations
 
@@ -258,6 +259,139 @@ def _cupy_framework():
     )
 
 
+def _pyarrow_framework():
+    # Arrow's arrays are immutable and exported READ_ONLY; pa.Array.from_dlpack takes only
+    # contiguous 1-D data, pa.Tensor.from_dlpack any strides but negative ones, so the
+    # checker's consumer is pa.Tensor's (arrays are checked as producers).
+    pa = importlib.import_module("pyarrow")
+    numbers = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+    numbers += ("float16", "float32", "float64")
+
+    def make(values, dtype):
+        base = _np().asarray(values).astype(_numpy_dtype(dtype))
+        return pa.array(base) if base.ndim == 1 else pa.Tensor.from_numpy(base)
+
+    return Framework(
+        "pyarrow",
+        make,
+        pa.Tensor.from_dlpack,
+        frozenset(numbers),
+        immutable=True,
+        # bit-packed booleans: Arrow has no DLPack layout for them
+        unexportable=lambda: pa.array([True, False]),
+    )
+
+
+def _cuda_core_framework():
+    # cuda.core's StridedMemoryView: a consumer (from_dlpack) and, through its own
+    # __dlpack__ and the C exchange table its type publishes, a producer.
+    view_type = importlib.import_module("cuda.core.utils").StridedMemoryView
+    numpy = _numpy_framework()
+
+    def from_dlpack(obj, **kwargs):
+        if kwargs:
+            raise TypeError(f"StridedMemoryView.from_dlpack takes no {', '.join(kwargs)}")
+        # stream_ptr=-1: no stream ordering (CPU memory, or the caller synchronised).
+        return view_type.from_dlpack(obj, stream_ptr=-1)
+
+    def view(kind, values):
+        v = numpy.view(kind, values)
+        return None if v is None else from_dlpack(v)
+
+    return Framework(
+        "cuda_core",
+        lambda v, d: from_dlpack(numpy.make(v, d)),
+        from_dlpack,
+        numpy.dtypes,
+        view,
+        lambda values: from_dlpack(numpy.readonly(values)),
+        lambda smv: not smv.readonly,
+    )
+
+
+def _mlx_framework():
+    # MLX exports legacy capsules only and copies every CPU import.
+    mx = importlib.import_module("mlx.core")
+    np = _np()
+    names = [n for n in _STANDARD + ("bfloat16",) if isinstance(getattr(mx, n, None), mx.Dtype)]
+
+    def make(values, dtype):
+        base = np.asarray(values)
+        if dtype == "bfloat16":
+            return mx.array(base.astype(np.float32)).astype(mx.bfloat16)
+        return mx.array(base.astype(_numpy_dtype(dtype)), dtype=getattr(mx, dtype))
+
+    def view(kind, values):
+        base = mx.array(np.asarray(values))
+        if kind == "reversed":
+            return base[::-1]
+        if kind == "strided":
+            return base[::2]
+        if kind == "broadcast":
+            return mx.broadcast_to(base[:1], (4,))
+        return None
+
+    return Framework("mlx", make, mx.from_dlpack, frozenset(names), view)
+
+
+def _warp_framework():
+    # Warp's CPU device: legacy capsules only, no max_version, dl_device or copy keywords.
+    wp = importlib.import_module("warp")
+    wp.config.log_level = wp.LOG_WARNING
+    wp.init()
+    np = _np()
+    names = [n for n in _STANDARD if not n.startswith("complex")]
+    if getattr(wp, "bfloat16", None) is not None:
+        names.append("bfloat16")
+
+    def make(values, dtype):
+        base = np.asarray(values)
+        if dtype == "bfloat16":
+            return wp.array(base.astype(np.float32), dtype=wp.float32, device="cpu").view(
+                wp.bfloat16
+            )
+        kind = getattr(wp, dtype) if dtype != "bool" else wp.bool
+        return wp.array(base.astype(_numpy_dtype(dtype)), dtype=kind, device="cpu")
+
+    def view(kind, values):
+        base = np.array(values)
+        views = {"reversed": base[::-1], "strided": base[::2]}
+        return wp.from_dlpack(views[kind]) if kind in views else None
+
+    return Framework("warp", make, wp.from_dlpack, frozenset(names), view, None, lambda x: True)
+
+
+def _nanobind_framework():
+    # nb::ndarray as a nanobind extension uses it: a small module built for the purpose
+    # (dlinterop.testing._nanobind), whose from_dlpack is nanobind's import and whose arrays
+    # are nanobind's own ndarray objects.
+    peer = importlib.import_module("dlinterop.testing._nanobind").peer()
+    np = _np()
+
+    def make(values, dtype):
+        base = np.asarray(values).astype(_numpy_dtype(dtype))
+        if dtype in _STANDARD:
+            return peer.copy(base)
+        import dlinterop as dl
+
+        return peer.copy(dl.asarray(base))
+
+    def view(kind, values):
+        v = _numpy_framework().view(kind, values)
+        return None if v is None else peer.from_dlpack(v)
+
+    return Framework(
+        "nanobind",
+        make,
+        peer.from_dlpack,
+        frozenset(_STANDARD + _ML_DTYPES[:9]),
+        view,
+        # what nb::ndarray<nb::ro> takes is exported READ_ONLY
+        lambda values: peer.from_dlpack(np.array(values)),
+        lambda x: False,
+    )
+
+
 FRAMEWORKS = {
     "numpy": _numpy_framework,
     "torch": _torch_framework,
@@ -266,6 +400,11 @@ FRAMEWORKS = {
     "array_api_strict": _array_api_strict_framework,
     "dlinterop": _dlinterop_framework,
     "cupy": _cupy_framework,
+    "pyarrow": _pyarrow_framework,
+    "cuda_core": _cuda_core_framework,
+    "mlx": _mlx_framework,
+    "warp": _warp_framework,
+    "nanobind": _nanobind_framework,
 }
 
 

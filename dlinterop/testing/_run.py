@@ -148,13 +148,17 @@ def check(spec, role=None, rules=None, *, isolate=None, timeout=300):
     return Report(name, _isolated(spec, name, chosen, timeout))
 
 
+# Builtin names that are not their module's name.
+_MODULES = {"cuda_core": "cuda.core", "mlx": "mlx.core"}
+
+
 def _require_checkable(spec):
     """ValueError for a name the checker does not know; ModuleNotFoundError where the module
     a builtin name or "module:callable" comes from is not installed (nothing could be
     checked: every rule would fail as "cannot be set up")."""
     if ":" not in spec and spec not in FRAMEWORKS:
         raise ValueError(f"unknown framework {spec!r}; builtin ones: {', '.join(FRAMEWORKS)}")
-    module = spec.partition(":")[0]
+    module = _MODULES.get(spec, spec.partition(":")[0])
     try:
         found = importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:  # a dotted name whose parent is missing

@@ -75,9 +75,40 @@ def test_runner_quick_mode_runs_as_a_script():
 
 
 def test_runner_rejects_an_unknown_peer():
-    out = run(["-m", "benchmarks", "--peers", "cupy,numpy", "--list"])
+    out = run(["-m", "benchmarks", "--peers", "tensorflow,numpy", "--list"])
     assert out.returncode == 2
     assert "unknown peer" in out.stderr
+
+
+def test_runner_times_every_installed_framework_beside_its_own_import(tmp_path):
+    from dlinterop._cli.bench import FRAMEWORKS, framework_namespace
+
+    # a framework without a column of its own; the import of one of each that is installed
+    others = [name for name in FRAMEWORKS if name not in ("jax", "tvm_ffi")]
+    installed = [name for name in others if framework_namespace(name) is not None]
+    if not installed:
+        pytest.skip("none of the frameworks timed in their own table is installed")
+    path = tmp_path / "frameworks.json"
+    peers = ",".join(["numpy"] + others)
+    out = run(
+        [
+            "-m",
+            "benchmarks",
+            "--smoke",
+            "--section",
+            "frameworks",
+            "--peers",
+            peers,
+            "--json",
+            str(path),
+        ]
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = {row["name"]: row for row in json.loads(path.read_text())["rows"]}
+    for name in installed:
+        timed = rows[f"import a {name} array"]
+        assert timed["target"] is not None and set(timed["values"]) == {"dlinterop", "own"}
+        assert f"{name} imports a dl.Tensor (own: its own array)" in rows
 
 
 @pytest.fixture(scope="module")

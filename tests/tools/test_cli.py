@@ -93,6 +93,27 @@ def test_bench_times_dlinterop_beside_the_installed_peers(tmp_path):
         assert all("numpy" in row["ns"] for row in result["rows"])
 
 
+def test_bench_takes_every_framework_the_checker_knows(tmp_path):
+    from dlinterop._cli.bench import framework_namespace
+    from dlinterop.testing import FRAMEWORKS
+
+    names = [name for name in FRAMEWORKS if name != "dlinterop"]
+    path = tmp_path / "bench.json"
+    out = cli("bench", "--peers", ",".join(names), "--repeats", "1", "--json", str(path))
+    assert out.returncode == 0, out.stderr
+    result = json.loads(path.read_text())
+    timed = {row["name"] for row in result["frameworks"]}
+    for name in names:
+        if name in ("numpy", "torch"):
+            continue  # columns of the main table
+        installed = framework_namespace(name) is not None
+        assert (f"import a {name} array" in timed) == installed, name
+        assert (name in result["versions"]) == installed
+    for row in result["frameworks"]:
+        assert row["ns"]["dlinterop"] > 0 and row["ns"]["own"] > 0
+        assert row["name"] in out.stdout
+
+
 def test_bench_refuses_an_unknown_peer_and_a_repeat_count_below_one():
     out = cli("bench", "--peers", "numpy,tensorflow")
     assert out.returncode == 2 and "tensorflow" in out.stderr

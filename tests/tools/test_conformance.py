@@ -50,6 +50,43 @@ def test_dlinterop_passes_every_rule_it_is_checked_on():
     assert all(r.reason for r in report.results if r.result == "n/a")
 
 
+# The frameworks added to the checker with their interop tests (tests/interop/), and the
+# module each needs.
+NEWER_FRAMEWORKS = {
+    "pyarrow": "pyarrow",
+    "cuda_core": "cuda.core.utils",
+    "mlx": "mlx.core",
+    "warp": "warp",
+    "nanobind": "nanobind",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEWER_FRAMEWORKS))
+def test_each_framework_is_set_up_and_checked_both_ways(name):
+    pytest.importorskip(NEWER_FRAMEWORKS[name])
+    rules = [
+        "producer.default-legacy",
+        "producer.deleter-consumed",
+        "consumer.imports",
+        "consumer.zero-size",
+        "consumer.malformed-name",
+    ]
+    report = dt.check(name, rules=rules)
+    results = {r.rule: r for r in report.results}
+    assert set(results) == set(rules)
+    # every peer exports a legacy capsule when asked nothing, imports a well-formed capsule
+    # and a zero-size one, and refuses a capsule of the wrong name
+    for rule in (
+        "producer.default-legacy",
+        "consumer.imports",
+        "consumer.zero-size",
+        "consumer.malformed-name",
+    ):
+        assert results[rule].result == "pass", (rule, results[rule].reason)
+    # set up, not "cannot be set up": a rule that does not apply says why
+    assert all("cannot be set up" not in (r.reason or "") for r in report.results)
+
+
 def test_numpy_is_checked_both_ways():
     report = dt.check("numpy")
     assert {r.role for r in report.results} == {"producer", "consumer"}

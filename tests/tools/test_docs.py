@@ -66,6 +66,11 @@ OPTIONAL_PEERS = {
     "ml_dtypes",
     "tvm_ffi",
     "array_api_strict",
+    "pyarrow",
+    "mlx",
+    "warp",
+    "cuda",
+    "nanobind",
 }
 NEEDS = {"cuda": "needs a usable CUDA device: dlinterop.cuda.is_available() is False"}
 

@@ -136,6 +136,50 @@ def test_kernel_returns_a_torch_tensor_for_a_torch_tensor():
     assert ds.fill_(x, 3.0) is x and bool((x == 3.0).all())
 
 
+def test_kernel_returns_each_frameworks_own_type():
+    # What each framework's user gets back from a kernel that returns "the caller's type":
+    # an Arrow array, an MLX array, a Warp array, a cuda.core StridedMemoryView.
+    values = [0.0, 1.0, 2.0, 3.0]
+    doubled = [2 * v for v in values]
+    makers = []
+    pa = _optional("pyarrow")
+    if pa is not None:
+        makers.append((lambda: pa.array(values, pa.float32()), lambda o: o.to_pylist()))
+    mx = _optional("mlx.core")
+    if mx is not None:
+        makers.append((lambda: mx.array(values, dtype=mx.float32), lambda o: o.tolist()))
+    wp = _optional("warp")
+    if wp is not None:
+        wp.config.log_level = wp.LOG_WARNING
+        wp.init()
+        makers.append(
+            (lambda: wp.array(values, dtype=wp.float32, device="cpu"), lambda o: o.numpy().tolist())
+        )
+    utils = _optional("cuda.core.utils")
+    if utils is not None:
+        makers.append(
+            (
+                lambda: utils.StridedMemoryView.from_dlpack(
+                    np.array(values, np.float32), stream_ptr=-1
+                ),
+                lambda o: dl.from_dlpack(o).tolist(),
+            )
+        )
+    if not makers:
+        pytest.skip("none of pyarrow, MLX, Warp, cuda.core is installed")
+    for make, values_of in makers:
+        x = make()
+        out = ds.scaled(x, 2.0)
+        assert type(out) is type(x) and values_of(out) == doubled
+
+
+def _optional(name):
+    try:
+        return __import__("importlib").import_module(name)
+    except ImportError:
+        return None
+
+
 def test_identity_kernel_shares_nothing_with_its_input():
     a = np.ones(4, np.float32)
     out = ds.identity(a)
