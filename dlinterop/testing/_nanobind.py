@@ -15,6 +15,7 @@ import and export as an extension written with nanobind makes them.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import os
 import shutil
@@ -127,7 +128,7 @@ def build_extension(name: str, source: str, abort_on_leak: bool = False) -> str 
     process that imported it aborts at exit when a nanobind type or instance is still
     alive, so load that one only in a child process."""
     try:
-        import nanobind
+        nanobind = importlib.import_module("nanobind")  # an optional peer
     except ImportError:
         return None
     include = nanobind.include_dir()
@@ -185,6 +186,8 @@ def load(name: str, path: str):
     register its nanobind types again)."""
     if path not in _loaded:
         spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"{path} is no extension module Python can load")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         _loaded[path] = module
