@@ -21,6 +21,10 @@ PEERS = {
     "tvm_ffi": "apache-tvm-ffi",
     "array_api_strict": "array-api-strict",
     "ml_dtypes": "ml_dtypes",
+    "pyarrow": "pyarrow",
+    "cuda.core": "cuda-core",
+    "mlx": "mlx",
+    "warp": "warp-lang",
 }
 
 
@@ -35,7 +39,10 @@ def get_include() -> str:
 def _installed_version(module: str, distribution: str) -> str | None:
     import importlib.metadata  # 10+ ms to import: only when asked
 
-    if importlib.util.find_spec(module) is None:
+    try:
+        if importlib.util.find_spec(module) is None:
+            return None
+    except ModuleNotFoundError:  # a dotted name (cuda.core) whose parent is missing
         return None
     try:
         return importlib.metadata.version(distribution)

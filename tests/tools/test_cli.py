@@ -66,6 +66,22 @@ def test_info_is_the_default_report():
         assert "zero-copy" in out.stdout
 
 
+def test_the_report_exchanges_with_every_installed_framework():
+    import importlib.util
+
+    from dlinterop._cli import report
+
+    rows = report.round_trips()
+    for name in report.FRAMEWORKS:
+        try:
+            installed = importlib.util.find_spec(name) is not None
+        except ModuleNotFoundError:
+            installed = False
+        assert any(row[0] == name for row in rows) == installed, name
+    failed = [row for row in rows if not row[2]]
+    assert not failed, failed  # every direction shown shares the memory
+
+
 def test_check_needs_a_framework_unless_listing_rules():
     out = cli("check")
     assert out.returncode == 2 and "name at least one framework" in out.stderr
