@@ -14,9 +14,10 @@ versions="${MATRIX_PYTHONS:-3.10 3.12 3.13}"
 work="${TMPDIR:-/tmp}/dlinterop-matrix"
 mkdir -p "$work"
 
-# The interop extra, read from pyproject.toml with this (3.11+) interpreter's tomllib.
+# The interop extra, read from pyproject.toml with this (3.11+) interpreter's tomllib: one
+# requirement a line, markers included (pip skips those whose markers do not match).
 peers=$(python -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb"))
-print(" ".join(repr(r) for r in d["project"]["optional-dependencies"]["interop"]))')
+print("\n".join(d["project"]["optional-dependencies"]["interop"]))')
 
 find_python() {
     local v=$1 root found
@@ -55,11 +56,10 @@ for v in $versions; do
         continue
     fi
     # Each peer on its own, so that one that has no wheel for this version skips alone.
-    for peer in $peers; do
-        peer=${peer//\'/}
+    while IFS= read -r peer; do
         "$env/bin/python" -m pip install --quiet "$peer" >/dev/null 2>&1 \
             || echo "== Python $v: peer $peer does not install here; its tests skip"
-    done
+    done <<< "$peers"
     echo "== Python $v: ready in $((SECONDS - start)) s"
     ready+=" $v"
 done
