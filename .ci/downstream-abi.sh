@@ -22,13 +22,14 @@ case "$wheel" in
 esac
 
 # Its tests, run by `python` with the wheel installed in its environment, from outside the
-# checkout (-P: the checkout's dlinterop/ must not shadow the installed one).
+# checkout, whose dlinterop/ must not shadow the installed one (the working directory is
+# what puts a folder on sys.path here: Python 3.10 has no -P).
 run_tests() {
   local python=$1 label=$2
   "$python" -m pip install --quiet --no-deps --force-reinstall "$wheel"
   echo "== $label: $("$python" -c 'import sys; print(sys.version.split()[0])'), dlinterop ABI" \
-       "$(cd "$work" && "$python" -P -c 'import dlinterop._capi as c; print(c.abi_version())')"
-  (cd "$work" && "$python" -P -m pytest -q -p no:cacheprovider -W error::RuntimeWarning \
+       "$(cd "$work" && "$python" -c 'import dlinterop._capi as c; print(c.abi_version())')"
+  (cd "$work" && "$python" -m pytest -q -p no:cacheprovider -W error::RuntimeWarning \
       "$checkout/examples/downstream/tests")
 }
 
@@ -43,8 +44,8 @@ done
 python -m venv --system-site-packages "$work/shifted"
 "$work/shifted/bin/python" -m pip install --quiet --no-deps \
     -Ccmake.define.DLINTEROP_TEST_ABI_SHIFT=ON -Cbuild-dir="$work/shifted-build" .
-normal=$(cd "$work" && python -P -c 'import dlinterop as dl; print(dl.Tensor.__basicsize__)')
-shifted=$(cd "$work" && "$work/shifted/bin/python" -P -c '
+normal=$(cd "$work" && python -c 'import dlinterop as dl; print(dl.Tensor.__basicsize__)')
+shifted=$(cd "$work" && "$work/shifted/bin/python" -c '
 import dlinterop as dl, dlinterop._capi as c
 assert c.abi_version() == (1, 1), c.abi_version()
 print(dl.Tensor.__basicsize__)')
