@@ -241,9 +241,15 @@ PyMODINIT_FUNC PyInit_abi_c(void) {
 """
 
 
+# Free-threaded CPython 3.13 has no Limited API (Python.h refuses Py_LIMITED_API there):
+# the same extension is built with the full C API, and the table is what it calls either way.
+LIMITED_API = [] if sysconfig.get_config_var("Py_GIL_DISABLED") else ["-DPy_LIMITED_API=0x030A0000"]
+
+
 def _build_c(directory, header_text=None, defines=()):
-    """Builds abi_c in `directory` with the Limited API of Python 3.10 (the header edited
-    to `header_text` when given: an extension built against another dlinterop)."""
+    """Builds abi_c in `directory` with the Limited API of Python 3.10 where the interpreter
+    has one (the header edited to `header_text` when given: an extension built against
+    another dlinterop)."""
     include = os.path.join(directory, "include")
     os.makedirs(os.path.join(include, "dlinterop"), exist_ok=True)
     with open(os.path.join(include, "dlinterop", "abi.h"), "w") as f:
@@ -254,7 +260,7 @@ def _build_c(directory, header_text=None, defines=()):
     out = os.path.join(directory, "abi_c" + sysconfig.get_config_var("EXT_SUFFIX"))
     flags = [sysconfig.get_config_var(v) or "" for v in ("LDSHARED", "CFLAGS", "CCSHARED")]
     command = " ".join(flags).split() + [
-        "-O0", "-Werror=implicit-function-declaration", "-DPy_LIMITED_API=0x030A0000",
+        "-O0", "-Werror=implicit-function-declaration", *LIMITED_API,
         *[f"-D{d}" for d in defines], "-I", include, "-I", sysconfig.get_paths()["include"],
         "-I", dl.get_include(), source, "-o", out,
     ]  # fmt: skip
