@@ -62,6 +62,14 @@ def pytest_addoption(parser):
         help="known deviations that do not fail the run: a rule id, optionally only for a "
         "producer type or consumer (a qualified name or its module prefix)",
     )
+    group.addoption(
+        "--dlpack-consumer",
+        action="append",
+        default=[],
+        metavar="MODULE:FUNCTION",
+        help="another consumer to check, beside NumPy's, PyTorch's, JAX's, Warp's and MLX's "
+        "from_dlpack (repeat)",
+    )
     parser.addini("dlpack_check", "check DLPack exchanges (as --dlpack-check)", type="bool")
     parser.addini(
         "dlpack_allow", "known deviations, one RULE[:TYPE] a line (as --dlpack-allow)", "linelist"
@@ -89,16 +97,21 @@ def pytest_configure(config):
         for item in entry.split(",")
         if item.strip()
     ]
-    config.pluginmanager.register(
-        Checker(relay, config.getoption("dlpack_violations"), allow), "dlinterop-dlpack-checker"
-    )
+    consumers = list(CONSUMERS)
+    for spec in config.getoption("dlpack_consumer"):
+        module, _, attribute = spec.partition(":")
+        if not module or not attribute:
+            raise pytest.UsageError(f"--dlpack-consumer {spec!r}: expected MODULE:FUNCTION")
+        consumers.append((module, attribute))
+    checker = Checker(relay, config.getoption("dlpack_violations"), allow, consumers)
+    config.pluginmanager.register(checker, "dlinterop-dlpack-checker")
 
 
 class Checker:
     """The enabled plugin: patches the consumers, attributes violations to the running test,
     reports them, and restores the consumers at the end."""
 
-    def __init__(self, relay, violations, allow):
+    def __init__(self, relay, violations, allow, consumers=CONSUMERS):
         from dlinterop.testing import _call_rules
 
         self.rules = _call_rules
@@ -107,6 +120,7 @@ class Checker:
             raise pytest.UsageError(f"--dlpack-allow: unknown rule ids {', '.join(unknown)}")
         self.allow = [(a.partition(":")[0], a.partition(":")[2]) for a in allow]
         self.relay = relay
+        self.consumers = tuple(consumers)
         self.fail = violations == "fail"
         self.patched = []
         self.pending = []  # violations of the test phase running now
@@ -118,7 +132,7 @@ class Checker:
     # ---- the consumers
 
     def patch_present(self):
-        for module_name, attribute in CONSUMERS:
+        for module_name, attribute in self.consumers:
             module = sys.modules.get(module_name)
             consumer = getattr(module, attribute, None) if module is not None else None
             if consumer is None or getattr(consumer, "__dlpack_checked__", None) is self:
