@@ -114,7 +114,10 @@ class Checker:
     def __init__(self, relay, violations, allow, consumers=CONSUMERS):
         from dlinterop.testing import _call_rules
 
-        self.rules = _call_rules
+        # what the checking takes from _call_rules (imported only now that it is enabled)
+        self.Exchange = _call_rules.Exchange
+        self.CheckingProxy = _call_rules.CheckingProxy
+        self.check_consumer = _call_rules.check_consumer
         unknown = sorted({a.partition(":")[0] for a in allow} - _call_rules.known_ids())
         if unknown:
             raise pytest.UsageError(f"--dlpack-allow: unknown rule ids {', '.join(unknown)}")
@@ -141,8 +144,7 @@ class Checker:
             self.patched.append((module, attribute, consumer))
 
     def wrap(self, consumer, name):
-        rules = self.rules
-        proxy = rules.CheckingProxy
+        proxy, exchange_of, check_consumer = self.CheckingProxy, self.Exchange, self.check_consumer
         checker = self
 
         @functools.wraps(consumer)
@@ -152,9 +154,9 @@ class Checker:
                 return consumer(x, *args, **kwargs)
             checker.exchanges += 1
             source = checker.through_dlinterop(x, name) if checker.relay else x
-            exchange = rules.Exchange(name, source, checker.report, kwargs)
+            exchange = exchange_of(name, source, checker.report, kwargs)
             result = consumer(proxy(exchange), *args, **kwargs)
-            rules.check_consumer(exchange, result)
+            check_consumer(exchange, result)
             return result
 
         from_dlpack.__dlpack_checked__ = self
@@ -169,15 +171,13 @@ class Checker:
         if type(x) is dl.Tensor:
             self.taken_directly += 1
             return x
-        exchange = self.rules.Exchange(
-            f"dlinterop.from_dlpack (relay to {name})", x, self.report, {}
-        )
+        exchange = self.Exchange(f"dlinterop.from_dlpack (relay to {name})", x, self.report, {})
         try:
-            tensor = dl.from_dlpack(self.rules.CheckingProxy(exchange))
+            tensor = dl.from_dlpack(self.CheckingProxy(exchange))
         except Exception:
             self.taken_directly += 1
             return x
-        self.rules.check_consumer(exchange, tensor)
+        self.check_consumer(exchange, tensor)
         self.relayed += 1
         return tensor
 
