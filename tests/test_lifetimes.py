@@ -625,8 +625,14 @@ _SHUTDOWN_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.parametrize("run", range(3))
 def test_deleters_at_interpreter_shutdown_are_silent(run):
+    # Without the sanitizer, which lists what is still live at exit, as it should.
+    env = {k: v for k, v in os.environ.items() if k != "DLINTEROP_SANITIZE"}
     proc = subprocess.run(
-        [sys.executable, "-c", _SHUTDOWN_SCRIPT], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", _SHUTDOWN_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert proc.stderr == ""

@@ -1,0 +1,27 @@
+/* A DLPack consumer with the lifetime bugs dlinterop's sanitizer exists to catch, loaded
+ * with ctypes by tests/sanitizer/: it keeps the data pointer of a managed tensor after
+ * releasing it, releases it twice, or releases it from a C atexit handler, after the
+ * interpreter has finalised. Plain C: it knows DLPack's structs, nothing of Python. */
+#include <stdlib.h>
+
+#include "dlpack/dlpack.h"
+
+static DLManagedTensorVersioned* kept;
+static unsigned char* kept_data;
+
+/* Takes ownership of a managed tensor (the caller renamed its capsule used_*). */
+void keeper_take(DLManagedTensorVersioned* managed) {
+  kept = managed;
+  kept_data = (unsigned char*)managed->dl_tensor.data + managed->dl_tensor.byte_offset;
+}
+
+/* Done with it: calls its deleter, but (the bug) keeps the data pointer. */
+void keeper_release(void) { kept->deleter(kept); }
+
+/* One byte of the data, read through the pointer kept. */
+int keeper_read(long index) { return ((volatile unsigned char*)kept_data)[index]; }
+
+static void release_at_exit(void) { kept->deleter(kept); }
+
+/* Calls the deleter from a C atexit handler: after Python has shut down. */
+void keeper_release_at_exit(void) { atexit(release_at_exit); }
