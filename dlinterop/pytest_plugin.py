@@ -70,6 +70,14 @@ def pytest_addoption(parser):
         help="another consumer to check, beside NumPy's, PyTorch's, JAX's, Warp's and MLX's "
         "from_dlpack (repeat)",
     )
+    group.addoption(
+        "--dlpack-sanitize",
+        action="store_true",
+        default=False,
+        help="run the tests under dlinterop's lifetime sanitizer (dlinterop.sanitizer): its "
+        "reports (a deleter called twice, a capsule consumed twice, ...) are violations of "
+        "the test that made them; turns the plugin on too",
+    )
     parser.addini("dlpack_check", "check DLPack exchanges (as --dlpack-check)", type="bool")
     parser.addini(
         "dlpack_allow", "known deviations, one RULE[:TYPE] a line (as --dlpack-allow)", "linelist"
@@ -86,10 +94,11 @@ def _requested_explicitly(config):
 
 def pytest_configure(config):
     relay = config.getoption("dlpack_relay")
+    sanitize = config.getoption("dlpack_sanitize")
     enabled = config.getoption("dlpack_check")
     if enabled is None:
         enabled = bool(config.getini("dlpack_check")) or _requested_explicitly(config)
-    if not (enabled or relay):
+    if not (enabled or relay or sanitize):
         return
     allow = [
         item.strip()
@@ -103,7 +112,9 @@ def pytest_configure(config):
         if not module or not attribute:
             raise pytest.UsageError(f"--dlpack-consumer {spec!r}: expected MODULE:FUNCTION")
         consumers.append((module, attribute))
-    checker = Checker(relay, config.getoption("dlpack_violations"), allow, consumers)
+    checker = Checker(
+        relay, config.getoption("dlpack_violations"), allow, consumers, sanitize=sanitize
+    )
     config.pluginmanager.register(checker, "dlinterop-dlpack-checker")
 
 
@@ -111,7 +122,7 @@ class Checker:
     """The enabled plugin: patches the consumers, attributes violations to the running test,
     reports them, and restores the consumers at the end."""
 
-    def __init__(self, relay, violations, allow, consumers=CONSUMERS):
+    def __init__(self, relay, violations, allow, consumers=CONSUMERS, sanitize=False):
         from dlinterop.testing import _call_rules
 
         # what the checking takes from _call_rules (imported only now that it is enabled)
@@ -131,6 +142,15 @@ class Checker:
         self.exchanges = 0
         self.relayed = 0
         self.taken_directly = 0
+        self.sanitizer = None
+        self.sanitizer_reports = 0
+        if sanitize:
+            from dlinterop import sanitizer
+
+            self.sanitizer = sanitizer
+            self.sanitizer_was_on = sanitizer.is_enabled()
+            sanitizer.enable()
+            sanitizer.reports(clear=True)
 
     # ---- the consumers
 
@@ -206,6 +226,8 @@ class Checker:
     def pytest_runtest_makereport(self, item, call):
         report = yield
         found, self.pending = self.pending, []
+        if self.sanitizer is not None:
+            self.sanitized(report, self.sanitizer.reports(clear=True))
         if not found:
             return report
         self.reported += [(item.nodeid, v) for v in found]
@@ -216,6 +238,18 @@ class Checker:
             report.outcome = "failed"
             report.longrepr = "\n\n".join(v.text() for v in failing)
         return report
+
+    def sanitized(self, report, texts):
+        """The sanitizer's reports made during this test phase: on the test, failing it
+        where violations fail."""
+        if not texts:
+            return
+        self.sanitizer_reports += len(texts)
+        text = "\n".join(texts)
+        report.sections.append((f"dlinterop sanitizer ({report.when})", text))
+        if self.fail and report.passed:
+            report.outcome = "failed"
+            report.longrepr = text
 
     def pytest_sessionfinish(self, session, exitstatus):
         if self.relay and self.relayed == 0 and exitstatus == 0:
@@ -241,11 +275,18 @@ class Checker:
             write(f"  {rule_id}: {n} violation{plural}{' (allowed)' if allowed else ''}")
         if not counts:
             write("no violations")
+        if self.sanitizer is not None:
+            write(f"sanitizer: {self.sanitizer_reports} reports")
+            live = self.sanitizer.format_live()
+            if live:
+                write(live.rstrip("\n"))
         if not self.fail:
             for nodeid, v in self.reported:
                 write(f"\n{nodeid}\n{v.text()}")
 
     def pytest_unconfigure(self, config):
+        if self.sanitizer is not None and not self.sanitizer_was_on:
+            self.sanitizer.disable()
         while self.patched:
             module, attribute, consumer = self.patched.pop()
             setattr(module, attribute, consumer)

@@ -257,6 +257,44 @@ def test_report_mode_prints_and_passes_fail_mode_fails(pytester):
     assert "producer.flags-known: 1 violation" in out
 
 
+def test_sanitize_option_puts_the_sanitizers_reports_on_the_test(pytester):
+    pytester.makepyfile(
+        test_lifetimes="""
+        import pytest
+        import dlinterop as dl
+        from dlinterop import sanitizer
+
+        def test_consumes_twice():
+            capsule = dl.arange(3).__dlpack__()
+            dl.from_dlpack(capsule)
+            with pytest.raises(ValueError):
+                dl.from_dlpack(capsule)
+
+        def test_clean():
+            assert sanitizer.is_enabled()
+            dl.from_dlpack(dl.arange(3).__dlpack__())
+
+        kept = []
+
+        def test_keeps_an_export():
+            kept.append(dl.arange(3).__dlpack__())
+        """
+    )
+    result = pytester.runpytest(*PLUGIN, "--dlpack-sanitize")
+    result.assert_outcomes(failed=1, passed=2)
+    out = result.stdout.str()
+    assert "dlinterop sanitizer (call)" in out
+    assert "a DLPack capsule consumed twice" in out
+    assert "in test_consumes_twice" in out
+    assert "sanitizer: 1 reports" in out
+    assert "dlinterop sanitizer: 1 still live" in out and "in test_keeps_an_export" in out
+    from dlinterop import sanitizer
+
+    assert not sanitizer.is_enabled()  # off again after the run
+    reported = pytester.runpytest(*PLUGIN, "--dlpack-sanitize", "--dlpack-violations=report")
+    reported.assert_outcomes(passed=3)
+
+
 def test_an_allowed_deviation_is_counted_but_does_not_fail(pytester):
     pytester.makepyfile(
         producers=PRODUCERS, test_one=exchange_test("UnknownFlags", "np.from_dlpack(x)")
