@@ -15,7 +15,7 @@ import sys
 import traceback
 
 from dlinterop.testing._conformance import inspect
-from dlinterop.testing._model import IS_COPIED, KNOWN_FLAGS, READ_ONLY, RULES
+from dlinterop.testing._model import IS_COPIED, KNOWN_FLAGS, READ_ONLY, RULES, link
 
 # Checked per call only: no checker rule exports something malformed on purpose, but a
 # producer in a real suite may. docs/conformance.md lists them with the checker's rules.
@@ -49,8 +49,6 @@ CALL_RULES = (
     "consumer.copy-true",
 )
 
-DOCS = "https://github.com/dlinterop/dlinterop/blob/main/docs/conformance.md"
-
 _CPU = 1
 # DLDeviceType values DLPack 1.3 defines (dlpack.h): kDLCPU .. kDLMAIA.
 _DEVICE_TYPES = frozenset({1, 2, 3, 4, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17})
@@ -71,16 +69,6 @@ def description(rule_id):
         if rule.id == rule_id:
             return rule.description
     return CALL_ONLY_RULES[rule_id]
-
-
-def anchor(rule_id):
-    """The anchor docs/conformance.md gives the heading of `rule_id` (GitHub's and MyST's)."""
-    return rule_id.replace(".", "")
-
-
-def link(rule_id):
-    """The URL of a rule's entry in docs/conformance.md."""
-    return f"{DOCS}#{anchor(rule_id)}"
 
 
 def known_ids():
