@@ -48,6 +48,7 @@ __all__ = [
     "format_live",
     "is_enabled",
     "live",
+    "report_count",
     "reports",
     "sanitize",
 ]
@@ -115,21 +116,33 @@ def format_live(kinds: tuple[str, ...] = ("export", "import")) -> str:
     return head + "".join(f"{i}. {r}" for i, r in enumerate(records, 1))
 
 
-def reports(*, clear: bool = False) -> list[str]:
-    """The reports so far (each also went to stderr when it was made); clear=True empties
-    the list."""
-    return _core._sanitizer_reports(clear)
+def report_count() -> int:
+    """How many reports were made so far in this process (clearing does not lower it): a
+    mark for reports(since=...)."""
+    return _core._sanitizer_report_total()
+
+
+def reports(*, since: int | None = None, clear: bool = False) -> list[str]:
+    """The reports kept (each also went to stderr when it was made): all of them, or those
+    made after report_count() returned `since`; clear=True then empties the list."""
+    texts = _core._sanitizer_reports(clear)
+    if since is None:
+        return texts
+    newer = report_count() - since
+    if newer <= 0:
+        return []
+    return texts[max(0, len(texts) - newer) :]
 
 
 @dataclasses.dataclass
 class Session:
     """What :func:`sanitize` yields: the reports made and the records still live."""
 
-    _first_report: int
+    _start: int  # report_count() when the block began
 
     def reports(self) -> list[str]:
-        """The reports made since the block began."""
-        return reports()[self._first_report :]
+        """The reports made since the block began (those still kept)."""
+        return reports(since=self._start)
 
     def live(self, kinds: tuple[str, ...] = ("export", "import")) -> list[Record]:
         return live(kinds)
@@ -143,9 +156,11 @@ def sanitize(**limits):
     """Runs the block under the sanitizer (enable's keywords), then stops it unless it was
     on already. Yields a :class:`Session`."""
     was_on = is_enabled()
-    enable(**limits)
+    if limits or not was_on:
+        # Running already (DLINTEROP_SANITIZE, say), it keeps its limits unless given others.
+        enable(**limits)
     try:
-        yield Session(len(reports()))
+        yield Session(report_count())
     finally:
         if not was_on:
             disable()

@@ -50,8 +50,10 @@ void* dli_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out)
   /* Under dlinterop.sanitizer: pages of its own, which it can make inaccessible on release. */
   if (dli_san_on() && dli_san_recording()) {
     void* data = dli_san_host_alloc(nbytes, alignment, zero, base_out);
-    if (data != NULL) dli_stats_allocated(nbytes);
-    return data;
+    if (data != NULL) {
+      dli_stats_allocated(nbytes);
+      return data;
+    }
   }
   /* calloc's gain is pages fresh from the kernel, which are zero already: a block of the
    * size malloc maps on its own (128 KiB at least). Below that it clears the whole block

@@ -1,6 +1,8 @@
 /* dlinterop's lifetime sanitizer: see sanitizer.h. */
 #include "sanitizer.h"
 
+#include "runtime.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -19,18 +21,20 @@ typedef struct entry {
   struct entry* qnext; /* the quarantine, oldest first */
   int kind;
   int released;
+  int malloc_block; /* an export block of the exchange allocator's: free(), not PyMem_Free */
   char* what;
   char* made;        /* the stack where it was made (or consumed, for an import) */
   char* released_at; /* the stack of its first release */
-  void* map;         /* a buffer's pages */
+  void* map;         /* a buffer's pages, and the data in them */
   size_t map_len;
+  void* data;
   size_t nbytes;
 } entry;
 
 #define BUCKET_BITS 16
 static entry** buckets;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int recording;
+static int recording; /* written under the lock, read anywhere through dli_san_recording */
 static size_t live_count;
 static entry* q_head;
 static entry* q_tail;
@@ -38,16 +42,18 @@ static size_t q_count, q_bytes, q_max_count, q_max_bytes;
 static int max_frames = 16;
 static char** reports;
 static size_t report_count, report_cap;
+static Py_ssize_t report_total; /* every report made, the cleared ones too */
 
 /* ---- the Python stack as text --------------------------------------------------------- */
 
 typedef struct {
   char* text;
   size_t len, cap;
+  int failed;
 } strbuf;
 
 static void sb_add(strbuf* b, const char* s, size_t n) {
-  if (b->text == NULL && b->cap == (size_t)-1) return; /* out of memory before */
+  if (b->failed) return;
   if (b->len + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 256;
     while (b->len + n + 1 > cap) cap *= 2;
@@ -55,7 +61,7 @@ static void sb_add(strbuf* b, const char* s, size_t n) {
     if (grown == NULL) {
       free(b->text);
       b->text = NULL;
-      b->cap = (size_t)-1;
+      b->failed = 1;
       return;
     }
     b->text = grown;
@@ -75,36 +81,45 @@ static char* copy_text(const char* s) {
   return out;
 }
 
+/* 1 when this thread may call Python: the interpreter runs (not finalising) and this
+ * thread holds its GIL (is attached, free-threaded). PyGILState_Check alone says 1 after
+ * finalisation on some versions. */
+static int holds_gil(void) {
+  if (!dli_interpreter_alive()) return 0;
+#if PY_VERSION_HEX >= 0x030D0000
+  return PyThreadState_GetUnchecked() != NULL;
+#else
+  PyThreadState* current = _PyThreadState_UncheckedGet();
+  return current != NULL && current == PyGILState_GetThisThreadState();
+#endif
+}
+
 /* The calling thread's Python stack, most recent call last, as the traceback module
- * prints one: malloc'd text (or NULL when out of memory). Needs the GIL; without it, says
- * that there is no Python stack to show. */
+ * prints one (the newest max_frames frames): malloc'd text, or NULL when out of memory.
+ * Without the GIL, says that there is no Python stack to show. */
 static char* capture_stack(void) {
-  if (!PyGILState_Check()) {
-    return copy_text("    (no Python stack: called from C code without the GIL)\n");
+  if (!holds_gil()) {
+    return copy_text("    (no Python stack: C code without the GIL, or after shutdown)\n");
   }
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
   PyFrameObject* frames[64];
   int limit = max_frames < 64 ? max_frames : 64;
-  int n = 0, more = 0;
+  int n = 0, older = 0;
   PyFrameObject* frame = PyThreadState_GetFrame(PyThreadState_Get());
   while (frame != NULL) {
-    PyFrameObject* back = PyFrame_GetBack(frame);
-    if (n < limit) {
-      frames[n++] = frame; /* the reference is kept until the frame is printed */
-    } else {
-      more++;
+    if (n == limit) {
+      older = 1;
       Py_DECREF(frame);
+      break;
     }
-    frame = back;
+    frames[n++] = frame; /* each reference is dropped once the frame is printed */
+    frame = PyFrame_GetBack(frame);
   }
   strbuf b = {0};
   char line[64];
   if (n == 0) sb_str(&b, "    (no Python stack)\n");
-  if (more > 0) {
-    snprintf(line, sizeof line, "    ... %d older frames\n", more);
-    sb_str(&b, line);
-  }
+  if (older) sb_str(&b, "    ... (older frames not kept)\n");
   for (int i = n - 1; i >= 0; i--) {
     PyCodeObject* code = PyFrame_GetCode(frames[i]);
     const char* file = PyUnicode_AsUTF8(code->co_filename);
@@ -125,8 +140,7 @@ static char* capture_stack(void) {
 
 /* ---- reports -------------------------------------------------------------------------- */
 
-static void write_all(const char* s) {
-  size_t n = strlen(s);
+static void write_all(const char* s, size_t n) {
   while (n > 0) {
     ssize_t w = write(2, s, n);
     if (w < 0 && errno == EINTR) continue;
@@ -135,6 +149,8 @@ static void write_all(const char* s) {
     n -= (size_t)w;
   }
 }
+
+static void write_str(const char* s) { write_all(s, strlen(s)); }
 
 /* Adds a report and writes it to stderr at once (a crash may follow). Under the lock. */
 static void report(const char* title, const char* what, const char* label1, const char* stack1,
@@ -154,11 +170,12 @@ static void report(const char* title, const char* what, const char* label1, cons
     if (labels[i] == NULL) continue;
     sb_str(&b, "  ");
     sb_str(&b, labels[i]);
-    sb_str(&b, ":\n");
-    sb_str(&b, stacks[i] ? stacks[i] : "    (not recorded)\n");
+    sb_str(&b, stacks[i] != NULL ? ":\n" : "\n");
+    if (stacks[i] != NULL) sb_str(&b, stacks[i]);
   }
   if (b.text == NULL) return;
-  write_all(b.text);
+  write_str(b.text);
+  report_total++;
   if (report_count == report_cap) {
     size_t cap = report_cap ? 2 * report_cap : 16;
     char** grown = realloc(reports, cap * sizeof(char*));
@@ -205,24 +222,39 @@ static void free_entry(entry* e) {
   free(e);
 }
 
-/* Frees the oldest quarantined record: its buffer unmapped, its export block freed (which
- * needs the GIL: without it the record stays, for a later call). 0 when it could not. */
-static int evict_oldest(void) {
-  entry* e = q_head;
-  if (e == NULL) return 0;
-  if (e->kind == DLI_SAN_EXPORT && !PyGILState_Check()) return 0;
-  q_head = e->qnext;
-  if (q_head == NULL) q_tail = NULL;
-  q_count--;
-  if (e->kind == DLI_SAN_BUFFER) {
-    q_bytes -= e->map_len;
-    munmap(e->map, e->map_len);
-  } else if (e->kind == DLI_SAN_EXPORT) {
-    PyMem_Free((void*)e->key);
+/* Frees the oldest quarantined record that can be freed now: its buffer unmapped, its
+ * export block freed (PyMem_Free needs the GIL: without it such a record is skipped, for a
+ * later call). 0 when there is none. Under the lock.
+ *
+ * The fault handler reads the quarantine without the lock: a record freed here while
+ * another thread faults on memory it names can be missed (the report is best effort; the
+ * fault itself still takes its course). */
+static int evict_one(int gil) {
+  entry* previous = NULL;
+  for (entry* e = q_head; e != NULL; previous = e, e = e->qnext) {
+    if (e->kind == DLI_SAN_EXPORT && !e->malloc_block && !gil) continue;
+    if (previous != NULL) {
+      previous->qnext = e->qnext;
+    } else {
+      q_head = e->qnext;
+    }
+    if (q_tail == e) q_tail = previous;
+    q_count--;
+    if (e->kind == DLI_SAN_BUFFER) {
+      q_bytes -= e->map_len;
+      munmap(e->map, e->map_len);
+    } else if (e->kind == DLI_SAN_EXPORT) {
+      if (e->malloc_block) {
+        free((void*)e->key);
+      } else {
+        PyMem_Free((void*)e->key);
+      }
+    }
+    unlink_entry(e);
+    free_entry(e);
+    return 1;
   }
-  unlink_entry(e);
-  free_entry(e);
-  return 1;
+  return 0;
 }
 
 static void quarantine(entry* e) {
@@ -235,7 +267,10 @@ static void quarantine(entry* e) {
   q_tail = e;
   q_count++;
   if (e->kind == DLI_SAN_BUFFER) q_bytes += e->map_len;
-  while ((q_count > q_max_count || q_bytes > q_max_bytes) && evict_oldest()) {
+  if (q_count > q_max_count || q_bytes > q_max_bytes) {
+    int gil = holds_gil();
+    while ((q_count > q_max_count || q_bytes > q_max_bytes) && evict_one(gil)) {
+    }
   }
 }
 
@@ -260,48 +295,112 @@ static entry* add(const void* key, int kind, const char* what, char* made) {
 /* ---- the fault handler ---------------------------------------------------------------- */
 
 static struct sigaction previous_segv, previous_bus;
-static int handler_installed;
+static volatile sig_atomic_t fault_seen;
+
+/* Numbers for the fault handler, without stdio (not async-signal-safe). */
+static void write_number(uintptr_t value, int hex) {
+  char digits[32];
+  int n = sizeof digits;
+  unsigned base = hex ? 16 : 10;
+  do {
+    digits[--n] = "0123456789abcdef"[value % base];
+    value /= base;
+  } while (value != 0);
+  if (hex) {
+    digits[--n] = 'x';
+    digits[--n] = '0';
+  }
+  write_all(digits + n, sizeof digits - (size_t)n);
+}
+
+static void report_fault(uintptr_t addr) {
+  /* Read without the lock (a signal handler cannot take it); see evict_one. */
+  for (entry* e = q_head; e != NULL; e = e->qnext) {
+    if (e->kind != DLI_SAN_BUFFER || addr < (uintptr_t)e->map ||
+        addr >= (uintptr_t)e->map + e->map_len) {
+      continue;
+    }
+    uintptr_t data = (uintptr_t)e->data;
+    write_str("dlinterop sanitizer: access to released memory at ");
+    write_number(addr, 1);
+    write_str(", ");
+    if (addr < data) {
+      write_number(data - addr, 0);
+      write_str(" bytes before");
+    } else if (addr - data < e->nbytes) {
+      write_number(addr - data, 0);
+      write_str(" bytes into");
+    } else {
+      write_number(addr - data - e->nbytes, 0);
+      write_str(" bytes past the end of");
+    }
+    write_str(" a buffer of ");
+    write_number(e->nbytes, 0);
+    write_str(" bytes dlinterop released\n  allocated at:\n");
+    write_str(e->made ? e->made : "    (not recorded)\n");
+    write_str("  released at:\n");
+    write_str(e->released_at ? e->released_at : "    (not recorded)\n");
+    return;
+  }
+}
+
+static void on_fault(int sig, siginfo_t* info, void* context);
+
+static int is_ours(const struct sigaction* action) {
+  return (action->sa_flags & SA_SIGINFO) && action->sa_sigaction == on_fault;
+}
+
+static void default_action(int sig) {
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_handler = SIG_DFL;
+  sigemptyset(&action.sa_mask);
+  sigaction(sig, &action, NULL);
+}
 
 static void on_fault(int sig, siginfo_t* info, void* context) {
   (void)context;
-  uintptr_t addr = (uintptr_t)info->si_addr;
-  /* Read without the lock (a signal handler cannot take it): the quarantine changes only
-   * when memory is released, which the faulting thread is not doing. */
-  for (entry* e = q_head; e != NULL; e = e->qnext) {
-    if (e->kind == DLI_SAN_BUFFER && addr >= (uintptr_t)e->map &&
-        addr < (uintptr_t)e->map + e->map_len) {
-      char line[160];
-      snprintf(line, sizeof line,
-               "dlinterop sanitizer: access to released memory at %p, %zu bytes into a "
-               "buffer of %zu bytes dlinterop released\n",
-               (void*)addr, (size_t)(addr - (uintptr_t)e->map), e->nbytes);
-      write_all(line);
-      write_all("  allocated at:\n");
-      write_all(e->made ? e->made : "    (not recorded)\n");
-      write_all("  released at:\n");
-      write_all(e->released_at ? e->released_at : "    (not recorded)\n");
-      break;
-    }
+  if (fault_seen) {
+    /* Here again: the handler before this one raised the signal anew (faulthandler does,
+     * having put this one back): the default action ends the process. */
+    default_action(sig);
+    return;
   }
-  /* The previous handler (Python's faulthandler, or the default: the process ends) takes
-   * the fault when the access is tried again on return. */
-  sigaction(sig, sig == SIGSEGV ? &previous_segv : &previous_bus, NULL);
+  fault_seen = 1;
+  /* si_code > 0: the kernel's report of a bad access (a raise() has no address). */
+  if (info != NULL && info->si_code > 0) report_fault((uintptr_t)info->si_addr);
+  /* The handler before this one (faulthandler's, or the default action: the process
+   * ends) takes the fault when the access is tried again on return. */
+  const struct sigaction* previous = sig == SIGSEGV ? &previous_segv : &previous_bus;
+  if (is_ours(previous)) {
+    default_action(sig);
+  } else {
+    sigaction(sig, previous, NULL);
+  }
 }
 
-static void install_handler(void) {
+/* Puts on_fault first for `sig` unless it is there already, keeping the handler it
+ * replaces (faulthandler, when enabled since) to pass faults on to. */
+static void install(int sig, struct sigaction* previous) {
+  struct sigaction current;
+  if (sigaction(sig, NULL, &current) != 0 || is_ours(&current)) return;
   struct sigaction action;
   memset(&action, 0, sizeof action);
   action.sa_sigaction = on_fault;
   action.sa_flags = SA_SIGINFO | SA_ONSTACK;
   sigemptyset(&action.sa_mask);
-  sigaction(SIGSEGV, &action, &previous_segv);
-  sigaction(SIGBUS, &action, &previous_bus);
-  handler_installed = 1;
+  if (sigaction(sig, &action, previous) == 0) fault_seen = 0;
 }
 
 /* ---- the API -------------------------------------------------------------------------- */
 
+static void reset_lock_in_child(void) {
+  /* fork() copies the lock as it was: held, if another thread held it. */
+  pthread_mutex_init(&lock, NULL);
+}
+
 int dli_san_start(size_t quarantine_count, size_t quarantine_bytes, int frames) {
+  static int atfork_registered;
   pthread_mutex_lock(&lock);
   if (buckets == NULL) {
     buckets = calloc((size_t)1 << BUCKET_BITS, sizeof(entry*));
@@ -311,13 +410,13 @@ int dli_san_start(size_t quarantine_count, size_t quarantine_bytes, int frames) 
       return -1;
     }
   }
+  if (!atfork_registered) atfork_registered = pthread_atfork(NULL, NULL, reset_lock_in_child) == 0;
   q_max_count = quarantine_count;
   q_max_bytes = quarantine_bytes;
   max_frames = frames < 1 ? 1 : frames;
-  recording = 1;
-  /* Installed again at each start: a handler installed since (faulthandler's) then calls
-   * through to it, and the fault still reaches the one before. */
-  install_handler();
+  __atomic_store_n(&recording, 1, __ATOMIC_RELAXED);
+  install(SIGSEGV, &previous_segv);
+  install(SIGBUS, &previous_bus);
   update_active();
   pthread_mutex_unlock(&lock);
   return 0;
@@ -325,8 +424,9 @@ int dli_san_start(size_t quarantine_count, size_t quarantine_bytes, int frames) 
 
 void dli_san_stop(void) {
   pthread_mutex_lock(&lock);
-  recording = 0;
-  while (evict_oldest()) {
+  __atomic_store_n(&recording, 0, __ATOMIC_RELAXED);
+  int gil = holds_gil();
+  while (evict_one(gil)) {
   }
   update_active();
   pthread_mutex_unlock(&lock);
@@ -334,41 +434,49 @@ void dli_san_stop(void) {
 
 int dli_san_recording(void) { return __atomic_load_n(&recording, __ATOMIC_RELAXED); }
 
+Py_ssize_t dli_san_report_total(void) {
+  pthread_mutex_lock(&lock);
+  Py_ssize_t total = report_total;
+  pthread_mutex_unlock(&lock);
+  return total;
+}
+
 void dli_san_made(const void* key, int kind, const char* what) {
   if (!dli_san_recording() || key == NULL) return;
   char* made = capture_stack();
   pthread_mutex_lock(&lock);
-  add(key, kind, what, made);
+  entry* e = add(key, kind == DLI_SAN_EXPORT_MALLOC ? DLI_SAN_EXPORT : kind, what, made);
+  if (e != NULL) e->malloc_block = kind == DLI_SAN_EXPORT_MALLOC;
   update_active();
   pthread_mutex_unlock(&lock);
 }
 
 int dli_san_export_released(void* block) {
-  char* here = capture_stack();
+  /* Once stopped, no stack is taken: a record made while it ran is only dropped. */
+  char* here = dli_san_recording() ? capture_stack() : NULL;
   int verdict = 0;
   pthread_mutex_lock(&lock);
   entry* e = find(block, DLI_SAN_EXPORT);
-  if (e == NULL) {
-    free(here);
-  } else if (e->released) {
+  if (e != NULL && e->released) {
     report("a dlinterop export released twice (its deleter called again)", e->what, "exported at",
-           e->made, "first released at", e->released_at, "released again at", here);
-    free(here);
+           e->made, "first released at", e->released_at, "released again at",
+           here ? here : "    (not recorded: the sanitizer is off)\n");
     verdict = 2;
-  } else if (!recording) {
+  } else if (e != NULL && !recording) {
     unlink_entry(e);
     free_entry(e);
     live_count--;
-    free(here);
-  } else {
+  } else if (e != NULL) {
     e->released = 1;
     e->released_at = here;
+    here = NULL;
     live_count--;
     quarantine(e);
     verdict = 1;
   }
   update_active();
   pthread_mutex_unlock(&lock);
+  free(here);
   return verdict;
 }
 
@@ -387,7 +495,7 @@ void dli_san_released_after_shutdown(const void* block) {
 }
 
 void dli_san_import_released(const void* key) {
-  char* here = recording ? capture_stack() : NULL;
+  char* here = dli_san_recording() ? capture_stack() : NULL;
   pthread_mutex_lock(&lock);
   entry* e = find(key, DLI_SAN_IMPORT);
   if (e != NULL && !e->released) {
@@ -402,9 +510,9 @@ void dli_san_import_released(const void* key) {
       free_entry(e);
     }
   }
-  free(here);
   update_active();
   pthread_mutex_unlock(&lock);
+  free(here);
 }
 
 void dli_san_consumed_twice(const void* key, const char* name) {
@@ -419,13 +527,11 @@ void dli_san_consumed_twice(const void* key, const char* name) {
   } else if (e != NULL && e->kind == DLI_SAN_EXPORT) {
     report("a DLPack capsule consumed twice", name, "exported at", e->made,
            e->released ? "consumed (its deleter called) at"
-                       : "consumed by a consumer "
-                         "outside dlinterop; its tensor "
-                         "is still live",
-           e->released ? e->released_at : "", "handed to dlinterop again at", here);
+                       : "consumed by a consumer outside dlinterop; its tensor is still live",
+           e->released ? e->released_at : NULL, "handed to dlinterop again at", here);
   }
-  free(here);
   pthread_mutex_unlock(&lock);
+  free(here);
 }
 
 void* dli_san_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out) {
@@ -436,6 +542,8 @@ void* dli_san_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_
   if (len < nbytes || len > SIZE_MAX - page) return NULL;
   len = (len + page - 1) / page * page;
   if (len == 0) len = page;
+  /* NULL when the process can have no more mappings (vm.max_map_count): the caller then
+   * allocates as usual, and this buffer goes unwatched. */
   void* map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (map == MAP_FAILED) return NULL;
   uintptr_t data = ((uintptr_t)map + alignment - 1) & ~((uintptr_t)alignment - 1);
@@ -445,6 +553,7 @@ void* dli_san_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_
   if (e != NULL) {
     e->map = map;
     e->map_len = len;
+    e->data = (void*)data;
     e->nbytes = nbytes;
   }
   update_active();
@@ -462,14 +571,28 @@ int dli_san_host_free(void* base, size_t nbytes) {
   char* here = dli_san_recording() ? capture_stack() : NULL;
   pthread_mutex_lock(&lock);
   entry* e = find(base, DLI_SAN_BUFFER);
-  if (e == NULL || e->released) {
+  if (e == NULL) {
     pthread_mutex_unlock(&lock);
     free(here);
     return 0;
   }
+  if (e->released) {
+    report("a dlinterop host buffer released twice", NULL, "allocated at", e->made,
+           "first released at", e->released_at, "released again at",
+           here ? here : "    (not recorded: the sanitizer is off)\n");
+    pthread_mutex_unlock(&lock);
+    free(here);
+    return 1;
+  }
   live_count--;
-  if (recording) {
-    mprotect(e->map, e->map_len, PROT_NONE);
+  /* Quarantined: the pages go back to the system (MADV_DONTNEED) but stay reserved and
+   * inaccessible, so that an access faults. Where that fails, unmapped at once. */
+  if (recording && madvise(e->map, e->map_len, MADV_DONTNEED) == 0 &&
+      mprotect(e->map, e->map_len, PROT_NONE) == 0) {
+    /* The fault handler first again, should one have come since (faulthandler, which
+     * pytest turns on): a fault's address reaches only the first. */
+    install(SIGSEGV, &previous_segv);
+    install(SIGBUS, &previous_bus);
     e->released = 1;
     e->released_at = here;
     here = NULL;

@@ -31,7 +31,10 @@ extern "C" {
 extern int dli_san_active;
 static inline int dli_san_on(void) { return __atomic_load_n(&dli_san_active, __ATOMIC_RELAXED); }
 
-enum { DLI_SAN_EXPORT = 1, DLI_SAN_IMPORT = 2, DLI_SAN_BUFFER = 3 };
+/* What a record is: an export (a capsule's or managed tensor's block, PyMem_Malloc'd), an
+ * import, a host buffer; DLI_SAN_EXPORT_MALLOC (dli_san_made only) is an export block of the
+ * exchange allocator, malloc'd. */
+enum { DLI_SAN_EXPORT = 1, DLI_SAN_IMPORT = 2, DLI_SAN_BUFFER = 3, DLI_SAN_EXPORT_MALLOC = 4 };
 
 /* Starts recording (quarantine limits: how many released records, and how many bytes of
  * released buffers, are kept before the oldest is freed; frames: the deepest stack kept).
@@ -41,6 +44,8 @@ int dli_san_start(size_t quarantine_count, size_t quarantine_bytes, int frames);
  * is released. */
 void dli_san_stop(void);
 int dli_san_recording(void);
+/* How many reports were ever made (dli_san_reports' clear does not lower it). */
+Py_ssize_t dli_san_report_total(void);
 
 /* A capsule or managed tensor dlinterop exported (key: the managed struct), or a foreign
  * managed tensor dlinterop imported (key: that struct). `what` is copied. */
@@ -58,9 +63,11 @@ void dli_san_import_released(const void* key);
 /* A capsule already renamed used_* was handed to dlinterop again (key: its pointer). */
 void dli_san_consumed_twice(const void* key, const char* name);
 
-/* The host allocator's sanitizer path (src/runtime.c): whole pages, recorded. */
+/* The host allocator's sanitizer path (src/runtime.c): whole pages, recorded; NULL when no
+ * mapping can be had (the caller then allocates as usual). */
 void* dli_san_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out);
-/* 1 when base was the sanitizer's (quarantined or unmapped now), 0 when it was not. */
+/* 1 when base was the sanitizer's (quarantined or unmapped now, or released before:
+ * reported, untouched), 0 when it was not. */
 int dli_san_host_free(void* base, size_t nbytes);
 
 /* Python lists for dlinterop.sanitizer: the records still live, as tuples

@@ -85,11 +85,14 @@ cdef extern from "sanitizer.h":
     enum:
         DLI_SAN_EXPORT
         DLI_SAN_IMPORT
+        DLI_SAN_EXPORT_MALLOC
     int dli_san_on() noexcept nogil
     int dli_san_start(size_t quarantine_count, size_t quarantine_bytes, int frames) except -1
     void dli_san_stop() noexcept
     int dli_san_recording() noexcept nogil
-    void dli_san_made(const void* key, int kind, const char* what) noexcept
+    Py_ssize_t dli_san_report_total() noexcept
+    # Safe without the GIL too (the exchange allocator's tensors).
+    void dli_san_made(const void* key, int kind, const char* what) noexcept nogil
     # Called with the GIL held from functions Cython knows as nogil (the deleters).
     int dli_san_export_released(void* block) noexcept nogil
     void dli_san_released_after_shutdown(const void* block) noexcept nogil

@@ -1,7 +1,7 @@
 # Provides: the lifetime sanitizer's switch and records for dlinterop.sanitizer
 # (_sanitizer_start, _sanitizer_stop, _sanitizer_recording, _sanitizer_live,
-# _sanitizer_reports); its hooks sit in the paths they watch (export.pxi, consume.pxi,
-# tensor.pxi, the host allocator in src/runtime.c).
+# _sanitizer_reports, _sanitizer_report_total); its hooks sit in the paths they watch
+# (export.pxi, consume.pxi, tensor.pxi, allocator.pxi, the host allocator in src/runtime.c).
 # Uses: runtime.pxi (src/sanitizer.h).
 
 
@@ -22,6 +22,11 @@ def _sanitizer_recording():
 def _sanitizer_live():
     """The records still live: (kind, address, nbytes, what, stack) tuples."""
     return dli_san_live()
+
+
+def _sanitizer_report_total():
+    """How many reports were ever made (clearing the list does not lower it)."""
+    return dli_san_report_total()
 
 
 def _sanitizer_reports(bint clear=False):

@@ -29,6 +29,7 @@ USED = ctypes.create_string_buffer(b"used_dltensor_versioned")
 keeper = ctypes.CDLL(sys.argv[1])
 keeper.keeper_take.argtypes = [ctypes.c_void_p]
 keeper.keeper_read.argtypes = [ctypes.c_long]
+keeper.keeper_allocate.argtypes = [ctypes.c_void_p, ctypes.c_long]
 
 
 def give(t):
@@ -267,3 +268,104 @@ def test_quarantine_makes_released_pages_inaccessible_and_frees_the_oldest():
         assert _protection(other) == "---p"
         assert _protection(address) != "---p"  # unmapped (or the address reused since)
     assert _protection(other) != "---p"  # disable() frees the quarantine
+
+
+def test_exchange_allocator_tensor_released_twice_is_reported(pointer_keeper):
+    # The C exchange table's allocator hands out tensors no capsule ever held; a consumer
+    # that releases one twice is told, as for a capsule's.
+    body = """
+    sanitizer.enable()
+    assert keeper.keeper_allocate(dl.Tensor.__c_dlpack_exchange_api__, 1000) == 0
+    keeper.keeper_release()
+    keeper.keeper_release()
+    print("survived", len(sanitizer.reports()))
+    """
+    proc = run_script(body, pointer_keeper)
+    assert proc.returncode == 0, proc.stderr
+    assert "survived 1" in proc.stdout
+    assert "a dlinterop export released twice" in proc.stderr
+    assert "(managed tensor (C exchange API allocator))" in proc.stderr
+
+
+def test_exchange_allocator_tensor_released_after_shutdown_is_safe(pointer_keeper):
+    # That allocator's deleter is plain C, safe after shutdown: under the sanitizer too
+    # (which then takes no Python stack).
+    body = """
+    sanitizer.enable()
+    assert keeper.keeper_allocate(dl.Tensor.__c_dlpack_exchange_api__, 1000) == 0
+    keeper.keeper_release_at_exit()
+    print("exiting")
+    """
+    proc = run_script(body, pointer_keeper)
+    assert proc.returncode == 0, proc.stderr
+    assert "exiting" in proc.stdout
+
+
+@pytest.mark.parametrize("faulthandler", [False, True])
+def test_enabled_twice_an_unrelated_crash_still_ends_the_process(pointer_keeper, faulthandler):
+    body = f"""
+    import faulthandler
+    if {faulthandler}:
+        faulthandler.enable()
+    with sanitizer.sanitize():
+        pass
+    sanitizer.enable()
+    sanitizer.enable(frames=4)
+    ctypes.string_at(0)   # an ordinary crash, not dlinterop's memory
+    """
+    proc = run_script(body, pointer_keeper)
+    assert proc.returncode == -signal.SIGSEGV, (proc.returncode, proc.stderr[-2000:])
+    assert "dlinterop sanitizer" not in proc.stderr
+    assert ("Fatal Python error" in proc.stderr) == faulthandler
+
+
+def test_fault_reported_when_faulthandler_came_after(pointer_keeper):
+    # pytest, for one, turns faulthandler on: the report must not depend on the order.
+    body = """
+    import faulthandler
+    sanitizer.enable()
+    faulthandler.enable()
+    t = dl.full((100000,), 3, "uint8")  # alloc-marker
+    give(t)
+    del t
+    keeper.keeper_release()
+    keeper.keeper_read(100004)
+    """
+    proc = run_script(body, pointer_keeper)
+    assert proc.returncode == -signal.SIGSEGV, (proc.returncode, proc.stderr[-2000:])
+    err = proc.stderr
+    assert "access to released memory" in err and "4 bytes past the end of" in err
+    assert f"line {line_of(body, 'alloc-marker')}, in <module>" in err
+    assert "Fatal Python error" in err  # faulthandler's traceback follows
+
+
+def test_sanitize_inside_a_running_sanitizer_keeps_its_limits():
+    sanitizer.enable(frames=1)
+    try:
+        with sanitizer.sanitize():
+            capsule = dl.arange(2).__dlpack__()
+            (record,) = sanitizer.live()
+            assert "..." in record.stack and record.stack.count("File ") == 1
+            del capsule
+        assert sanitizer.is_enabled()
+    finally:
+        sanitizer.disable()
+
+
+def test_reports_since_a_mark_survive_a_clear():
+    with sanitizer.sanitize() as session:
+        mark = sanitizer.report_count()
+        for _ in range(2):
+            capsule = dl.arange(2).__dlpack__()
+            dl.from_dlpack(capsule)
+            with pytest.raises(ValueError):
+                dl.from_dlpack(capsule)
+        assert len(sanitizer.reports(since=mark)) == 2
+        sanitizer.reports(clear=True)
+        capsule = dl.arange(2).__dlpack__()
+        dl.from_dlpack(capsule)
+        with pytest.raises(ValueError):
+            dl.from_dlpack(capsule)
+        assert len(sanitizer.reports(since=mark)) == 1  # the two cleared are gone
+        assert len(session.reports()) == 1
+        assert sanitizer.report_count() == mark + 3
