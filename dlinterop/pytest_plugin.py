@@ -75,8 +75,8 @@ def pytest_addoption(parser):
         action="store_true",
         default=False,
         help="run the tests under dlinterop's lifetime sanitizer (dlinterop.sanitizer): its "
-        "reports (a deleter called twice, a capsule consumed twice, ...) are violations of "
-        "the test that made them; turns the plugin on too",
+        "reports (a deleter called twice, a capsule consumed twice, ...) fail the test that "
+        "made them, unless it is marked dlpack_sanitizer_expected",
     )
     parser.addini("dlpack_check", "check DLPack exchanges (as --dlpack-check)", type="bool")
     parser.addini(
@@ -93,6 +93,11 @@ def _requested_explicitly(config):
 
 
 def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "dlpack_sanitizer_expected: the sanitizer's reports of this test (a deliberate double "
+        "consume, say) are shown, not failing it (--dlpack-sanitize)",
+    )
     relay = config.getoption("dlpack_relay")
     sanitize = config.getoption("dlpack_sanitize")
     enabled = config.getoption("dlpack_check")
@@ -113,7 +118,12 @@ def pytest_configure(config):
             raise pytest.UsageError(f"--dlpack-consumer {spec!r}: expected MODULE:FUNCTION")
         consumers.append((module, attribute))
     checker = Checker(
-        relay, config.getoption("dlpack_violations"), allow, consumers, sanitize=sanitize
+        relay,
+        config.getoption("dlpack_violations"),
+        allow,
+        consumers,
+        sanitize=sanitize,
+        check=bool(enabled or relay),
     )
     config.pluginmanager.register(checker, "dlinterop-dlpack-checker")
 
@@ -122,7 +132,7 @@ class Checker:
     """The enabled plugin: patches the consumers, attributes violations to the running test,
     reports them, and restores the consumers at the end."""
 
-    def __init__(self, relay, violations, allow, consumers=CONSUMERS, sanitize=False):
+    def __init__(self, relay, violations, allow, consumers=CONSUMERS, sanitize=False, check=True):
         from dlinterop.testing import _call_rules
 
         # what the checking takes from _call_rules (imported only now that it is enabled)
@@ -134,6 +144,7 @@ class Checker:
             raise pytest.UsageError(f"--dlpack-allow: unknown rule ids {', '.join(unknown)}")
         self.allow = [(a.partition(":")[0], a.partition(":")[2]) for a in allow]
         self.relay = relay
+        self.check = check  # False: --dlpack-sanitize alone, no consumer is replaced
         self.consumers = tuple(consumers)
         self.fail = violations == "fail"
         self.patched = []
@@ -149,12 +160,15 @@ class Checker:
 
             self.sanitizer = sanitizer
             self.sanitizer_was_on = sanitizer.is_enabled()
-            sanitizer.enable()
-            sanitizer.reports(clear=True)
+            if not self.sanitizer_was_on:
+                sanitizer.enable()
+            self.sanitizer_mark = sanitizer.report_count()
 
     # ---- the consumers
 
     def patch_present(self):
+        if not self.check:
+            return
         for module_name, attribute in self.consumers:
             module = sys.modules.get(module_name)
             consumer = getattr(module, attribute, None) if module is not None else None
@@ -227,7 +241,10 @@ class Checker:
         report = yield
         found, self.pending = self.pending, []
         if self.sanitizer is not None:
-            self.sanitized(report, self.sanitizer.reports(clear=True))
+            texts = self.sanitizer.reports(since=self.sanitizer_mark)
+            self.sanitizer_mark = self.sanitizer.report_count()
+            expected = item.get_closest_marker("dlpack_sanitizer_expected") is not None
+            self.sanitized(report, texts, expected)
         if not found:
             return report
         self.reported += [(item.nodeid, v) for v in found]
@@ -239,15 +256,15 @@ class Checker:
             report.longrepr = "\n\n".join(v.text() for v in failing)
         return report
 
-    def sanitized(self, report, texts):
+    def sanitized(self, report, texts, expected):
         """The sanitizer's reports made during this test phase: on the test, failing it
-        where violations fail."""
+        where violations fail, unless the test is marked to expect them."""
         if not texts:
             return
         self.sanitizer_reports += len(texts)
         text = "\n".join(texts)
         report.sections.append((f"dlinterop sanitizer ({report.when})", text))
-        if self.fail and report.passed:
+        if self.fail and report.passed and not expected:
             report.outcome = "failed"
             report.longrepr = text
 
@@ -263,7 +280,8 @@ class Checker:
             if self.relay
             else ""
         )
-        write(f"{self.exchanges} exchanges checked{relayed}")
+        if self.check:
+            write(f"{self.exchanges} exchanges checked{relayed}")
         if self.relay and not self.relayed:
             write("nothing was relayed through dlinterop: this run fails")
         counts = {}
@@ -273,7 +291,7 @@ class Checker:
         for (rule_id, allowed), n in sorted(counts.items()):
             plural = "s" if n != 1 else ""
             write(f"  {rule_id}: {n} violation{plural}{' (allowed)' if allowed else ''}")
-        if not counts:
+        if not counts and self.check:
             write("no violations")
         if self.sanitizer is not None:
             write(f"sanitizer: {self.sanitizer_reports} reports")

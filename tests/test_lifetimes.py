@@ -207,6 +207,7 @@ def test_capsule_consumed_by_numpy_released_when_consumer_dies(max_version):
     assert live_exports() == exports
 
 
+@pytest.mark.dlpack_sanitizer_expected  # consumes a capsule twice on purpose
 @parametrize_max_version
 def test_consuming_twice_is_value_error(max_version):
     t = dl.zeros((3,))
@@ -222,6 +223,7 @@ def test_consuming_twice_is_value_error(max_version):
     assert sys.getrefcount(t) == base
 
 
+@pytest.mark.dlpack_sanitizer_expected  # consumes a capsule twice on purpose
 def test_capsule_consumed_by_numpy_cannot_be_consumed_again():
     t = dl.zeros((3,))
     capsule = t.__dlpack__(max_version=(1, 3))

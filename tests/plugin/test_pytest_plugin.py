@@ -278,21 +278,41 @@ def test_sanitize_option_puts_the_sanitizers_reports_on_the_test(pytester):
 
         def test_keeps_an_export():
             kept.append(dl.arange(3).__dlpack__())
+
+        @pytest.mark.dlpack_sanitizer_expected
+        def test_consumes_twice_on_purpose():
+            test_consumes_twice()
         """
     )
     result = pytester.runpytest(*PLUGIN, "--dlpack-sanitize")
-    result.assert_outcomes(failed=1, passed=2)
+    result.assert_outcomes(failed=1, passed=3)
     out = result.stdout.str()
     assert "dlinterop sanitizer (call)" in out
     assert "a DLPack capsule consumed twice" in out
     assert "in test_consumes_twice" in out
-    assert "sanitizer: 1 reports" in out
+    assert "sanitizer: 2 reports" in out
     assert "dlinterop sanitizer: 1 still live" in out and "in test_keeps_an_export" in out
     from dlinterop import sanitizer
 
     assert not sanitizer.is_enabled()  # off again after the run
     reported = pytester.runpytest(*PLUGIN, "--dlpack-sanitize", "--dlpack-violations=report")
-    reported.assert_outcomes(passed=3)
+    reported.assert_outcomes(passed=4)
+
+
+def test_sanitize_alone_replaces_no_consumer(pytester):
+    pytester.makepyfile(
+        test_alone="""
+        import numpy as np
+
+        def test_numpy_untouched():
+            assert not hasattr(np.from_dlpack, "__dlpack_checked__")
+        """
+    )
+    alone = pytester.runpytest("-p", "no:cacheprovider", "--dlpack-sanitize")
+    alone.assert_outcomes(passed=1)
+    assert "exchanges checked" not in alone.stdout.str()
+    checking = pytester.runpytest(*PLUGIN, "--dlpack-sanitize")
+    checking.assert_outcomes(failed=1)
 
 
 def test_an_allowed_deviation_is_counted_but_does_not_fail(pytester):
