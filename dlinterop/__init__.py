@@ -109,6 +109,12 @@ from dlinterop._lib.info import build_info, get_include
 _multiprocessing.install()  # shared Tensors cross multiprocessing by handle (once it is used)
 from dlinterop.frameworks import check_tensor, empty_like, to_framework, zeros_like
 
+# DLINTEROP_SANITIZE=1: the lifetime sanitizer from the start (dlinterop.sanitizer).
+if __import__("os").environ.get("DLINTEROP_SANITIZE", "0") not in ("", "0"):
+    from dlinterop import sanitizer as _sanitizer
+
+    _sanitizer._enable_from_environment()
+
 if TYPE_CHECKING:
     # Type checkers see dl.cuda; at run time it is loaded on first use (__getattr__).
     from dlinterop import cuda as cuda

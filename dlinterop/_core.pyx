@@ -69,4 +69,5 @@ include "core/views.pxi"           # views: transpose, reshape, squeeze, dtype v
 include "core/indexing.pxi"        # t[key]: basic indexing
 include "core/values.pxi"          # element values as Python objects, read in C
 include "core/conversions.pxi"     # __array__: NumPy arrays of every type NumPy holds
+include "core/sanitizer.pxi"       # the lifetime sanitizer's switch and records
 include "core/tensor.pxi"          # the Tensor class itself

@@ -10,6 +10,7 @@
 
 #include "dlpack/dlpack.h"
 #include "memory_limits.h"
+#include "sanitizer.h"
 
 /* Each update a locked instruction on every allocation and free: as few as the counters
  * allow. live_buffers is total_allocations less total_frees, both only ever growing. */
@@ -46,6 +47,14 @@ void* dli_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out)
   if ((uint64_t)nbytes >= DLI_MEMORY_CHECK_FROM && (uint64_t)nbytes > dli_memory_ceiling()) {
     return NULL;
   }
+  /* Under dlinterop.sanitizer: pages of its own, which it can make inaccessible on release. */
+  if (dli_san_on() && dli_san_recording()) {
+    void* data = dli_san_host_alloc(nbytes, alignment, zero, base_out);
+    if (data != NULL) {
+      dli_stats_allocated(nbytes);
+      return data;
+    }
+  }
   /* calloc's gain is pages fresh from the kernel, which are zero already: a block of the
    * size malloc maps on its own (128 KiB at least). Below that it clears the whole block
    * from the heap, and slower than malloc and a memset of the bytes asked for (glibc's
@@ -73,6 +82,10 @@ void* dli_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out)
 
 void dli_host_free(void* base, size_t nbytes) {
   if (base == NULL) return;
+  if (dli_san_on() && dli_san_host_free(base, nbytes)) {
+    dli_stats_freed(nbytes);
+    return;
+  }
   free(base);
   dli_stats_freed(nbytes);
 }

@@ -18,6 +18,9 @@ try:
 except ImportError:  # the compiled package is not built: the pure-Python tests still run
     _dl = None
 
+# pytester: the pytest plugin's tests (tests/plugin/) run pytest sessions of their own.
+pytest_plugins = ["pytester"]
+
 _LEAK_KEYS = ("live_buffers", "live_bytes", "live_exports")
 
 # False after a test whose counters were not checked (it failed, was skipped or opted out):

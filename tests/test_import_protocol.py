@@ -21,6 +21,7 @@ from numpy_route import (  # noqa: F401 (numpy_route and tensor are fixtures)
 # -- capsules ---------------------------------------------------------------------------
 
 
+@pytest.mark.dlpack_sanitizer_expected  # consumes a capsule twice on purpose
 @pytest.mark.parametrize("versioned", [False, True])
 def test_capsule_is_renamed_when_consumed_and_only_once(tensor, versioned):
     capsule = dl.to_dlpack(tensor, versioned=versioned)

@@ -167,6 +167,7 @@ def test_capsule_with_null_name_is_value_error():
     assert dl.memory_stats() == before
 
 
+@pytest.mark.dlpack_sanitizer_expected  # consumes a capsule twice on purpose
 def test_consumed_capsule_cannot_be_imported_again():
     f = forge()
     t = dl.from_dlpack(f.capsule)
@@ -740,6 +741,7 @@ def test_non_callable_dlpack_attribute_is_type_error(attribute):
             dl.from_dlpack(cls(), **kwargs)
 
 
+@pytest.mark.dlpack_sanitizer_expected  # consumes a capsule twice on purpose
 def test_producer_returning_its_capsule_twice_second_import_is_value_error():
     f = forge()
     producer = CountingProducer(f)

@@ -278,6 +278,31 @@ def test_calls_while_another_thread_first_imports_numpy():
     assert proc.stdout.split() == [str(route), str(route)]
 
 
+def test_ndarray_seen_while_numpy_is_out_of_sys_modules_takes_the_route_later():
+    # Regression (a free-threaded CI run): once a module has run, importlib takes it out of
+    # sys.modules and puts it back; an ndarray seen in that window, while another thread
+    # imported NumPy, recorded numpy.ndarray as a type that never takes the native route.
+    pytest.importorskip("numpy")
+    proc = run_apart("""
+        import sys
+        import numpy
+        import dlinterop as dl
+        from dlinterop import _core
+        array = numpy.zeros(3)
+        data = array.__array_interface__["data"][0]
+        numpy_module = sys.modules.pop("numpy")
+        try:
+            assert dl.from_dlpack(array).data_ptr == data  # numpy.ndarray first seen
+        finally:
+            sys.modules["numpy"] = numpy_module
+        owner_is_array = dl.from_dlpack(array).owner is array
+        print(_core._numpy_route(), owner_is_array)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    route = dl.build_info()["numpy_route_built"] and _numpy_route_usable()
+    assert proc.stdout.split() == [str(route), str(route)]
+
+
 def _numpy_route_usable():
     numpy = pytest.importorskip("numpy")
     previous = _core._set_numpy_route(True)

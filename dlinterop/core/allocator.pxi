@@ -142,13 +142,20 @@ ctypedef struct AllocatedTensor:
 cdef void _allocated_deleter(DLManagedTensorVersioned* m) noexcept nogil:
     # Pure C, so that it is safe on any thread at any time, interpreter or not.
     cdef AllocatedTensor* block = <AllocatedTensor*>m
+    cdef int kept = 0
     if block == NULL:
         return
+    if dli_san_on():
+        # As for the exports (export.pxi): a second release is reported, touches nothing.
+        kept = dli_san_export_released(block)
+        if kept == 2:
+            return
     if block.managed.dl_tensor.device.device_type == kDLCPU:
         dli_host_free(block.base, block.nbytes)
     else:
         _device_free_nogil(block.base, block.nbytes, block.managed.dl_tensor.device)
-    free(block)
+    if not kept:
+        free(block)
 
 
 cdef int _xapi_allocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
@@ -202,6 +209,8 @@ cdef int _xapi_allocator(DLTensor* prototype, DLManagedTensorVersioned** out, vo
         block.managed.dl_tensor.shape = NULL
         block.managed.dl_tensor.strides = NULL
     out[0] = &block.managed
+    if dli_san_on():
+        dli_san_made(block, DLI_SAN_EXPORT_MALLOC, "managed tensor (C exchange API allocator)")
     return 0
 
 

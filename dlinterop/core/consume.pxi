@@ -89,6 +89,8 @@ cdef Tensor tensor_from_managed(DLManagedTensorVersioned* m, bint readonly):
         _adopt_own_export(t, m, <void*>m.deleter)
     else:
         t.managed_versioned = m
+        if dli_san_on():
+            dli_san_made(m, DLI_SAN_IMPORT, "managed tensor (C exchange API)")
     return _repacked(t) if padded else t
 
 
@@ -118,6 +120,8 @@ cdef Tensor _consume_capsule(object capsule):
             _adopt_own_export(t, mv, <void*>mv.deleter)
             return t
         t.managed_versioned = mv
+        if dli_san_on():
+            dli_san_made(mv, DLI_SAN_IMPORT, NAME_VERSIONED)
         if _is_padded(mv):
             # The copy holds the values; `t` dies here and the producer's deleter runs.
             t.owner_ref = capsule
@@ -134,7 +138,11 @@ cdef Tensor _consume_capsule(object capsule):
             _adopt_own_export(t, ml, <void*>ml.deleter)
             return t
         t.managed_legacy = ml
+        if dli_san_on():
+            dli_san_made(ml, DLI_SAN_IMPORT, NAME_LEGACY)
     elif strcmp(name, NAME_USED_VERSIONED) == 0 or strcmp(name, NAME_USED_LEGACY) == 0:
+        if dli_san_on():
+            dli_san_consumed_twice(PyCapsule_GetPointer(<PyObject*>capsule, name), name)
         raise ValueError("DLPack capsule already consumed: a capsule can be imported once")
     else:
         raise ValueError(f"capsule named {(<bytes>name).decode(errors='replace')!r} is not "

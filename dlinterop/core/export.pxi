@@ -50,7 +50,15 @@ cdef inline void _release_export_with_gil(void* owner, void* block, int ndim) no
     cdef PyObject *exc_type
     cdef PyObject *exc_value
     cdef PyObject *exc_tb
-    _block_free(block, ndim)
+    cdef int kept = 0
+    if dli_san_on():
+        # Under the sanitizer: a second release is reported and touches nothing; a first
+        # one leaves the block to the sanitizer, which keeps it to tell a second one.
+        kept = dli_san_export_released(block)
+        if kept == 2:
+            return
+    if not kept:
+        _block_free(block, ndim)
     dli_atomic_add(&_live_exports, -1)
     if PyErr_Occurred() != NULL:
         # An exception in flight where the capsule or Tensor dies must survive unchanged.
@@ -67,6 +75,8 @@ cdef void _release_export(void* owner, void* block, int ndim) noexcept nogil:
     foreign thread can crash, a few bytes left at exit cannot."""
     cdef PyGILState_STATE state
     if not dli_interpreter_alive():
+        if dli_san_on():
+            dli_san_released_after_shutdown(block)
         return
     if PyGILState_Check():
         _release_export_with_gil(owner, block, ndim)
@@ -149,6 +159,8 @@ cdef object _own_capsule(PyObject* capsule, void* block, Tensor t):
         raise MemoryError()
     Py_IncRef(<PyObject*>t)
     dli_atomic_add(&_live_exports, 1)
+    if dli_san_on():
+        dli_san_made(block, DLI_SAN_EXPORT, PyCapsule_GetName_raw(capsule))
     result = <object>capsule
     Py_DecRef(capsule)
     return result
@@ -181,6 +193,8 @@ cdef DLManagedTensorVersioned* _make_versioned_managed(Tensor t, uint32_t minor,
     cdef DLManagedTensorVersioned* m = _new_versioned(t, minor, flags)
     Py_IncRef(<PyObject*>t)
     dli_atomic_add(&_live_exports, 1)
+    if dli_san_on():
+        dli_san_made(m, DLI_SAN_EXPORT, "managed tensor (C exchange API)")
     return m
 
 

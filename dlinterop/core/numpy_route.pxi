@@ -42,12 +42,12 @@ cdef Tensor _import_numpy_native(object array):
 cdef int _numpy_native_for(type cls) except -2:
     """What the producer cache records for `cls`: 1 when it is numpy.ndarray and the native
     route is on, 0 when not, -1 while the route is being decided (ask again)."""
-    numpy = sys.modules.get("numpy")
+    numpy = _module_if_run("numpy")
     if numpy is None:
-        return 0
-    if _module_if_run("numpy") is None:
-        # Another thread is still importing NumPy (numpy.ndarray may not be bound yet):
-        # recorded as 0, its array type would never take the route.
+        # NumPy is not imported, or another thread is importing it: it is in sys.modules
+        # half made (numpy.ndarray may not be bound yet), and once it has run importlib
+        # takes it out of sys.modules and puts it back. Recorded as 0, an array type seen
+        # meanwhile would never take the route: ask again.
         named_ndarray = getattr(cls, "__module__", None) == "numpy" and cls.__name__ == "ndarray"
         return -1 if named_ndarray else 0
     if cls is not numpy.ndarray:

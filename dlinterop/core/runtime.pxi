@@ -1,7 +1,8 @@
 # Provides: the C declarations the core uses (CPython's raw API; src/runtime.h: the
 # allocator's counters, strided copies and sub-byte packing; src/atomics.h; an int's value
-# read without a call, src/small_long.h), the core's constants (alignment, dlinterop's own
-# flag bits, the newest DLPack version), and raise_pending_error.
+# read without a call, src/small_long.h; the lifetime sanitizer's hooks, src/sanitizer.h),
+# the core's constants (alignment, dlinterop's own flag bits, the newest DLPack version),
+# and raise_pending_error.
 # Uses: nothing.
 
 cdef extern from "Python.h":
@@ -78,6 +79,27 @@ cdef extern from "atomics.h":
     void dli_atomic_add(Py_ssize_t* p, Py_ssize_t v) noexcept nogil
     Py_ssize_t dli_atomic_load(const Py_ssize_t* p) noexcept nogil
     void dli_atomic_store(Py_ssize_t* p, Py_ssize_t v) noexcept nogil
+
+# The lifetime sanitizer's hooks (src/sanitizer.h): each a load and a branch while it is off.
+cdef extern from "sanitizer.h":
+    enum:
+        DLI_SAN_EXPORT
+        DLI_SAN_IMPORT
+        DLI_SAN_EXPORT_MALLOC
+    int dli_san_on() noexcept nogil
+    int dli_san_start(size_t quarantine_count, size_t quarantine_bytes, int frames) except -1
+    void dli_san_stop() noexcept
+    int dli_san_recording() noexcept nogil
+    Py_ssize_t dli_san_report_total() noexcept
+    # Safe without the GIL too (the exchange allocator's tensors).
+    void dli_san_made(const void* key, int kind, const char* what) noexcept nogil
+    # Called with the GIL held from functions Cython knows as nogil (the deleters).
+    int dli_san_export_released(void* block) noexcept nogil
+    void dli_san_released_after_shutdown(const void* block) noexcept nogil
+    void dli_san_import_released(const void* key) noexcept
+    void dli_san_consumed_twice(const void* key, const char* name) noexcept
+    object dli_san_live()
+    object dli_san_reports(int clear)
 
 # An exact int's value read without a call (src/small_long.h).
 cdef extern from "small_long.h":

@@ -53,6 +53,8 @@ cdef class Tensor:
         cdef PyObject* owner
         self.managed_versioned = NULL
         self.managed_legacy = NULL
+        if dli_san_on() and (mv != NULL or ml != NULL):
+            dli_san_import_released(<void*>mv if mv != NULL else <void*>ml)
         if self.alloc_base != NULL:
             if self.dl.device.device_type == kDLCPU:
                 dli_host_free(self.alloc_base, self.alloc_nbytes)

@@ -8,7 +8,7 @@ import os
 import sys
 
 from dlinterop.testing._frameworks import FRAMEWORKS
-from dlinterop.testing._model import ROLES, RULES
+from dlinterop.testing._model import DOCS, ROLES, RULES
 from dlinterop.testing._run import _require_checkable, _selected, check
 
 _CELL = {"pass": "pass", "fail": "FAIL", "n/a": "n/a"}
@@ -72,6 +72,8 @@ def _table(reports, markdown):
             lines.append(f"  {r.framework}, all {len(failures)} rules: {failures[0].reason}")
         else:
             lines += [f"  {res.framework} {res.rule}: {res.reason}" for res in failures]
+    if any(r.failures() for r in reports):
+        lines.append(f"\neach rule's entry: {DOCS}#the-rules")
     return "\n".join(lines)
 
 

@@ -13,6 +13,20 @@ IS_SUBBYTE_TYPE_PADDED = 1 << 2
 KNOWN_FLAGS = READ_ONLY | IS_COPIED | IS_SUBBYTE_TYPE_PADDED
 ROLES = ("producer", "consumer")
 
+# Each rule's entry: docs/conformance.md, one heading per rule id ("The rules"), linked from
+# the checker's failures and from the pytest plugin's reports alike.
+DOCS = "https://github.com/dlinterop/dlinterop/blob/main/docs/conformance.md"
+
+
+def anchor(rule_id):
+    """The anchor docs/conformance.md gives the heading of `rule_id` (GitHub's and MyST's)."""
+    return rule_id.replace(".", "")
+
+
+def link(rule_id):
+    """The URL of a rule's entry in docs/conformance.md."""
+    return f"{DOCS}#{anchor(rule_id)}"
+
 
 class NotApplicable(Exception):
     """Raised by a rule that does not apply to the framework; the message says why."""

@@ -12,7 +12,15 @@ import sys
 from collections.abc import Iterable
 
 from dlinterop.testing._frameworks import FRAMEWORKS, Framework, framework
-from dlinterop.testing._model import ROLES, RULES, NotApplicable, Report, Result, RuleFailure
+from dlinterop.testing._model import (
+    ROLES,
+    RULES,
+    NotApplicable,
+    Report,
+    Result,
+    RuleFailure,
+    link,
+)
 
 
 def _run_rule(rule, fw):
@@ -185,7 +193,9 @@ def assert_conforms(report, allow: Iterable[str] = ()):
     allowed = set(allow)
     failing = [r for r in report.failures() if r.rule not in allowed]
     if failing:
-        lines = "\n".join(f"  {r.rule} [{r.role}]: {r.reason}" for r in failing)
+        lines = "\n".join(
+            f"  {r.rule} [{r.role}]: {r.reason}\n    docs: {link(r.rule)}" for r in failing
+        )
         raise AssertionError(
             f"{report.framework} fails {len(failing)} DLPack rule"
             f"{'' if len(failing) == 1 else 's'}:\n{lines}"

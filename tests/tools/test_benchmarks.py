@@ -7,6 +7,7 @@ import inspect
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -279,3 +280,13 @@ def test_runner_plot_of_nothing_plottable_is_an_error(tmp_path):
         ["-m", "benchmarks", "--smoke", "-k", "zeros((1024", "--plot", str(tmp_path / "p.svg")]
     )
     assert out.returncode != 0 and "none of the plotted rows" in out.stderr
+
+
+def test_plugin_overhead_prints_each_exchange_plain_checked_and_relayed():
+    pytest.importorskip("numpy")
+    out = run(["benchmarks/plugin_overhead.py", "--repeats", "1", "--number", "5"])
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "np.from_dlpack(a)" in out.stdout
+    for variant in ("plain", "checked", "relayed"):
+        assert re.search(rf"^  {variant} +[\d.]+ us +[\d.]+x plain$", out.stdout, re.M), variant
+    assert "violations" not in out.stdout

@@ -275,3 +275,22 @@ def test_the_cli_page_names_every_command_and_option():
     on_page = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", page))
     assert options - {"--help"} <= on_page, f"not on docs/cli.md: {options - on_page}"
     assert on_page <= options, f"on docs/cli.md but in no --help: {on_page - options}"
+
+
+def test_every_rule_has_its_entry_in_the_conformance_page():
+    """Each rule id, the checker's (dlinterop.testing.RULES) and the pytest plugin's own,
+    has its heading in docs/conformance.md, where the plugin's reports link, with the
+    rule's description; each rule the plugin checks per call says what breaks it there."""
+    from dlinterop.testing import RULES, _call_rules, _model
+
+    page = read(os.path.join("docs", "conformance.md"))
+    entries = dict(re.findall(r"^### `([\w.-]+)`\n\n(.+?)(?=\n### |\Z)", page, re.M | re.S))
+    described = {r.id: r.description for r in RULES} | _call_rules.CALL_ONLY_RULES
+    assert set(entries) == set(described), set(entries) ^ set(described)
+    for rule_id, text in entries.items():
+        assert _model.link(rule_id).endswith("#" + slug(f"`{rule_id}`")), rule_id
+        first = text.strip().split("\n\n")[0].replace("`", "")
+        assert first == f"Rule: {described[rule_id]}.", rule_id
+        if rule_id in _call_rules.CALL_RULES:
+            assert "\n\n**Per call**: " in text, f"{rule_id}: no Per call line"
+    assert _model.link("producer.device").startswith(_model.DOCS + "#")

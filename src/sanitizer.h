@@ -1,0 +1,83 @@
+/*
+ * dlinterop's lifetime sanitizer (dlinterop.sanitizer is its Python face). Off by default;
+ * while off, every hook in the export, import and allocation paths is one load of
+ * dli_san_active and a branch not taken.
+ *
+ * While on it records where each capsule or managed tensor dlinterop exports, each managed
+ * tensor it imports, and each host buffer it allocates was made (the Python stack, as
+ * text), and where each was released. A release dlinterop's own export sees twice, a
+ * capsule consumed twice and a release after interpreter shutdown are reported with both
+ * stacks instead of freeing twice or touching a finalised runtime. Host buffers are mapped
+ * whole pages of their own, and on release made inaccessible (PROT_NONE) for a while
+ * instead of freed: a consumer that kept a pointer faults at the bad access, and the fault
+ * handler reports the buffer's two stacks before the fault takes its usual course.
+ *
+ * Records stay C memory (malloc'd text), so that a report can be written from any thread,
+ * without the GIL, after shutdown and from the fault handler.
+ */
+#ifndef DLINTEROP_SANITIZER_H_
+#define DLINTEROP_SANITIZER_H_
+
+#include <Python.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Nonzero while the sanitizer records, or while anything it recorded is still live or
+ * quarantined: the hooks call in only then. Written under the sanitizer's lock; read by
+ * dli_san_on() without it (a relaxed load: a plain move on x86-64 and AArch64). */
+extern int dli_san_active;
+static inline int dli_san_on(void) { return __atomic_load_n(&dli_san_active, __ATOMIC_RELAXED); }
+
+/* What a record is: an export (a capsule's or managed tensor's block, PyMem_Malloc'd), an
+ * import, a host buffer; DLI_SAN_EXPORT_MALLOC (dli_san_made only) is an export block of the
+ * exchange allocator, malloc'd. */
+enum { DLI_SAN_EXPORT = 1, DLI_SAN_IMPORT = 2, DLI_SAN_BUFFER = 3, DLI_SAN_EXPORT_MALLOC = 4 };
+
+/* Starts recording (quarantine limits: how many released records, and how many bytes of
+ * released buffers, are kept before the oldest is freed; frames: the deepest stack kept).
+ * Installs the fault handler the first time. 0, or -1 with a Python exception set. */
+int dli_san_start(size_t quarantine_count, size_t quarantine_bytes, int frames);
+/* Stops recording and frees the quarantine; records of what is still live stay until it
+ * is released. */
+void dli_san_stop(void);
+int dli_san_recording(void);
+/* How many reports were ever made (dli_san_reports' clear does not lower it). */
+Py_ssize_t dli_san_report_total(void);
+
+/* A capsule or managed tensor dlinterop exported (key: the managed struct), or a foreign
+ * managed tensor dlinterop imported (key: that struct). `what` is copied. */
+void dli_san_made(const void* key, int kind, const char* what);
+
+/* dlinterop's export `block` is being released (its deleter or its unconsumed capsule's
+ * destructor), with the GIL held. 0: not recorded, release it as usual; 1: recorded, the
+ * first release: release it, but leave the block to the sanitizer (it keeps it, so that a
+ * second call can be told); 2: released before: reported, touch nothing. */
+int dli_san_export_released(void* block);
+/* The same release after interpreter shutdown began: reported when the block is recorded. */
+void dli_san_released_after_shutdown(const void* block);
+/* A foreign managed tensor dlinterop imported is being released. */
+void dli_san_import_released(const void* key);
+/* A capsule already renamed used_* was handed to dlinterop again (key: its pointer). */
+void dli_san_consumed_twice(const void* key, const char* name);
+
+/* The host allocator's sanitizer path (src/runtime.c): whole pages, recorded; NULL when no
+ * mapping can be had (the caller then allocates as usual). */
+void* dli_san_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out);
+/* 1 when base was the sanitizer's (quarantined or unmapped now, or released before:
+ * reported, untouched), 0 when it was not. */
+int dli_san_host_free(void* base, size_t nbytes);
+
+/* Python lists for dlinterop.sanitizer: the records still live, as tuples
+ * (kind, address, nbytes, what, made), and the reports so far (texts; clear: empty the
+ * list). NULL with an exception set on failure. */
+PyObject* dli_san_live(void);
+PyObject* dli_san_reports(int clear);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DLINTEROP_SANITIZER_H_ */
