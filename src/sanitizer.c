@@ -1,6 +1,9 @@
 /* dlinterop's lifetime sanitizer: see sanitizer.h. */
 #include "sanitizer.h"
 
+/* PyFrame_GetBack: declared by Python.h from 3.11 only. */
+#include <frameobject.h>
+
 #include "runtime.h"
 
 #include <errno.h>

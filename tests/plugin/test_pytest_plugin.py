@@ -284,7 +284,8 @@ def test_sanitize_option_puts_the_sanitizers_reports_on_the_test(pytester):
             test_consumes_twice()
         """
     )
-    result = pytester.runpytest(*PLUGIN, "--dlpack-sanitize")
+    # In a process of its own: the inner run keeps an export on purpose.
+    result = pytester.runpytest_subprocess(*PLUGIN, "--dlpack-sanitize")
     result.assert_outcomes(failed=1, passed=3)
     out = result.stdout.str()
     assert "dlinterop sanitizer (call)" in out
@@ -292,10 +293,9 @@ def test_sanitize_option_puts_the_sanitizers_reports_on_the_test(pytester):
     assert "in test_consumes_twice" in out
     assert "sanitizer: 2 reports" in out
     assert "dlinterop sanitizer: 1 still live" in out and "in test_keeps_an_export" in out
-    from dlinterop import sanitizer
-
-    assert not sanitizer.is_enabled()  # off again after the run
-    reported = pytester.runpytest(*PLUGIN, "--dlpack-sanitize", "--dlpack-violations=report")
+    reported = pytester.runpytest_subprocess(
+        *PLUGIN, "--dlpack-sanitize", "--dlpack-violations=report"
+    )
     reported.assert_outcomes(passed=4)
 
 
