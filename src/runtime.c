@@ -35,6 +35,23 @@ void dli_stats_freed(size_t nbytes) {
   atomic_fetch_sub_explicit(&live_bytes, (int64_t)nbytes, memory_order_relaxed);
 }
 
+/* The sanitizer's sides of dli_host_alloc and dli_host_free, out of line (and marked cold)
+ * so that the usual paths stay as short as they are without it: pages of its own, which it
+ * can make inaccessible on release (NULL / 0: not the sanitizer's, go on as usual). */
+static __attribute__((noinline, cold)) void* sanitized_alloc(size_t nbytes, size_t alignment,
+                                                             int zero, void** base_out) {
+  if (!dli_san_recording()) return NULL;
+  void* data = dli_san_host_alloc(nbytes, alignment, zero, base_out);
+  if (data != NULL) dli_stats_allocated(nbytes);
+  return data;
+}
+
+static __attribute__((noinline, cold)) int sanitized_free(void* base, size_t nbytes) {
+  if (!dli_san_host_free(base, nbytes)) return 0;
+  dli_stats_freed(nbytes);
+  return 1;
+}
+
 void* dli_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out) {
   /* Over-allocate and align by hand rather than posix_memalign: calloc keeps the lazily
    * zeroed pages the kernel hands out for large blocks, which is what makes np.zeros cheap,
@@ -47,13 +64,9 @@ void* dli_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out)
   if ((uint64_t)nbytes >= DLI_MEMORY_CHECK_FROM && (uint64_t)nbytes > dli_memory_ceiling()) {
     return NULL;
   }
-  /* Under dlinterop.sanitizer: pages of its own, which it can make inaccessible on release. */
-  if (dli_san_on() && dli_san_recording()) {
-    void* data = dli_san_host_alloc(nbytes, alignment, zero, base_out);
-    if (data != NULL) {
-      dli_stats_allocated(nbytes);
-      return data;
-    }
+  if (dli_san_on()) {
+    void* data = sanitized_alloc(nbytes, alignment, zero, base_out);
+    if (data != NULL) return data;
   }
   /* calloc's gain is pages fresh from the kernel, which are zero already: a block of the
    * size malloc maps on its own (128 KiB at least). Below that it clears the whole block
@@ -82,10 +95,7 @@ void* dli_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out)
 
 void dli_host_free(void* base, size_t nbytes) {
   if (base == NULL) return;
-  if (dli_san_on() && dli_san_host_free(base, nbytes)) {
-    dli_stats_freed(nbytes);
-    return;
-  }
+  if (dli_san_on() && sanitized_free(base, nbytes)) return;
   free(base);
   dli_stats_freed(nbytes);
 }

@@ -16,7 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-int dli_san_active;
+int dli_san_active __attribute__((visibility("hidden")));
 
 typedef struct entry {
   const void* key;
@@ -452,6 +452,10 @@ void dli_san_made(const void* key, int kind, const char* what) {
   if (e != NULL) e->malloc_block = kind == DLI_SAN_EXPORT_MALLOC;
   update_active();
   pthread_mutex_unlock(&lock);
+}
+
+void dli_san_exported(const void* block, PyObject* capsule) {
+  dli_san_made(block, DLI_SAN_EXPORT, PyCapsule_GetName(capsule));
 }
 
 int dli_san_export_released(void* block) {

@@ -28,8 +28,11 @@ extern "C" {
 /* Nonzero while the sanitizer records, or while anything it recorded is still live or
  * quarantined: the hooks call in only then. Written under the sanitizer's lock; read by
  * dli_san_on() without it (a relaxed load: a plain move on x86-64 and AArch64). */
-extern int dli_san_active;
-static inline int dli_san_on(void) { return __atomic_load_n(&dli_san_active, __ATOMIC_RELAXED); }
+/* Hidden: only dlinterop._core reads it, with one instruction (no GOT load). */
+extern int dli_san_active __attribute__((visibility("hidden")));
+static inline int dli_san_on(void) {
+  return __builtin_expect(__atomic_load_n(&dli_san_active, __ATOMIC_RELAXED), 0);
+}
 
 /* What a record is: an export (a capsule's or managed tensor's block, PyMem_Malloc'd), an
  * import, a host buffer; DLI_SAN_EXPORT_MALLOC (dli_san_made only) is an export block of the
@@ -50,6 +53,10 @@ Py_ssize_t dli_san_report_total(void);
 /* A capsule or managed tensor dlinterop exported (key: the managed struct), or a foreign
  * managed tensor dlinterop imported (key: that struct). `what` is copied. */
 void dli_san_made(const void* key, int kind, const char* what);
+
+/* dli_san_made for the block of a capsule dlinterop exported (what: the capsule's name). One
+ * call with the GIL held, so that the export path that calls it stays small. */
+void dli_san_exported(const void* block, PyObject* capsule);
 
 /* dlinterop's export `block` is being released (its deleter or its unconsumed capsule's
  * destructor), with the GIL held. 0: not recorded, release it as usual; 1: recorded, the

@@ -150,7 +150,7 @@ cdef inline void _copy_layout(DLTensor* dst, const DLTensor* src, int64_t* stora
         dst.strides = NULL
 
 
-cdef object _own_capsule(PyObject* capsule, void* block, Tensor t):
+cdef inline object _own_capsule(PyObject* capsule, void* block, Tensor t):
     """Completes an export once PyCapsule_New has run: on failure frees the block; on
     success takes the Tensor's reference, after which nothing can fail."""
     global _live_exports
@@ -160,7 +160,7 @@ cdef object _own_capsule(PyObject* capsule, void* block, Tensor t):
     Py_IncRef(<PyObject*>t)
     dli_atomic_add(&_live_exports, 1)
     if dli_san_on():
-        dli_san_made(block, DLI_SAN_EXPORT, PyCapsule_GetName_raw(capsule))
+        dli_san_exported(block, capsule)
     result = <object>capsule
     Py_DecRef(capsule)
     return result

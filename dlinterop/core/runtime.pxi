@@ -91,6 +91,7 @@ cdef extern from "sanitizer.h":
     void dli_san_stop() noexcept
     int dli_san_recording() noexcept nogil
     Py_ssize_t dli_san_report_total() noexcept
+    void dli_san_exported(const void* block, PyObject* capsule) noexcept
     # Safe without the GIL too (the exchange allocator's tensors).
     void dli_san_made(const void* key, int kind, const char* what) noexcept nogil
     # Called with the GIL held from functions Cython knows as nogil (the deleters).

@@ -53,8 +53,6 @@ cdef class Tensor:
         cdef PyObject* owner
         self.managed_versioned = NULL
         self.managed_legacy = NULL
-        if dli_san_on() and (mv != NULL or ml != NULL):
-            dli_san_import_released(<void*>mv if mv != NULL else <void*>ml)
         if self.alloc_base != NULL:
             if self.dl.device.device_type == kDLCPU:
                 dli_host_free(self.alloc_base, self.alloc_nbytes)
@@ -69,16 +67,25 @@ cdef class Tensor:
         # last one's deallocation; past a depth the releases are queued for the outermost
         # deallocation, as CPython's trashcan does for containers.
         if dli_release_too_deep():
+            if dli_san_on() and (mv != NULL or ml != NULL):
+                dli_san_import_released(<void*>mv if mv != NULL else <void*>ml)
             owner = <PyObject*>self.owner_ref
             dli_incref(owner)
             self.owner_ref = None
             dli_release_later(mv, ml, owner)
             return
         dli_release_enter()
-        if mv != NULL and mv.deleter != NULL:
-            mv.deleter(mv)
-        if ml != NULL and ml.deleter != NULL:
-            ml.deleter(ml)
+        # Only an imported tensor has one: its sanitizer hook costs the others nothing.
+        if mv != NULL:
+            if dli_san_on():
+                dli_san_import_released(mv)
+            if mv.deleter != NULL:
+                mv.deleter(mv)
+        if ml != NULL:
+            if dli_san_on():
+                dli_san_import_released(ml)
+            if ml.deleter != NULL:
+                ml.deleter(ml)
         # Dropped here, where Cython keeps any pending exception aside, not in the generated
         # clean-up after this method: an owner's destructor (a foreign capsule's, say) may
         # run Python code, which must not see an exception in flight.
