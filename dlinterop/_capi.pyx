@@ -18,8 +18,7 @@ from libc.stdint cimport int64_t
 
 from dlinterop.dlpack cimport DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor
 from dlinterop.tensor cimport (
-    DType, Tensor, device_from_dl, dtype_from_dl, empty_tensor, tensor_from_managed,
-    tensor_from_object, to_capsule,
+    DType, Tensor, empty_tensor, tensor_from_managed, tensor_from_object, to_capsule,
 )
 from dlinterop._core cimport device_from_object
 from dlinterop.abi cimport DLINTEROP_ABI_MAJOR, DLINTEROP_ABI_MINOR
@@ -30,7 +29,7 @@ from dlinterop._abi_table cimport (
 from dlinterop.frameworks cimport borrow, check_arg, empty_like_c, to_framework_c, zeros_like_c
 
 from dlinterop import __version__
-from dlinterop._core import CopyError, dtype as _dtype
+from dlinterop._core import CopyError, Device, dtype as _dtype
 
 
 cdef inline Tensor _as_tensor(object obj):
@@ -90,7 +89,8 @@ cdef object _abi_to_capsule(object tensor, int versioned):
 
 
 cdef object _abi_dtype_object(DLDataType dtype):
-    return dtype_from_dl(dtype)
+    # dl.dtype((code, bits, lanes)): the DType, or ValueError for a triple with none.
+    return _dtype((dtype.code, dtype.bits, dtype.lanes))
 
 
 cdef int _abi_parse_dtype(object obj, DLDataType* out) except -1:
@@ -100,7 +100,9 @@ cdef int _abi_parse_dtype(object obj, DLDataType* out) except -1:
 
 
 cdef object _abi_device_object(DLDevice device):
-    return device_from_dl(device)
+    # dl.Device(type, index): ValueError for a type DLPack does not define or a negative
+    # index, the devices no import would take.
+    return Device(<int>device.device_type, device.device_id)
 
 
 cdef int _abi_parse_device(object obj, DLDevice* out) except -1:

@@ -72,7 +72,8 @@ cdef inline bint read_only_by_flag(Tensor t) noexcept:
             ) == DLPACK_FLAG_BITMASK_READ_ONLY
 
 
-cdef DType dtype_from_dl(DLDataType dt)
+cdef DType dtype_from_dl(DLDataType dt)   # None when dlinterop has no DType for dt
+cdef str dtype_text(DLDataType dt)         # its name, or "(code, bits, lanes)"; never None
 cdef Device device_from_dl(DLDevice dev)
 
 cdef Tensor empty_tensor(int ndim, const int64_t* shape, DLDataType dtype, DLDevice device)

@@ -236,6 +236,6 @@ def tensor(data, dtype=None, *, device="cpu"):
         return _tensor_from_data(data, dtype, device)
     cdef Tensor t = asarray(data, device=device, copy=True)
     if dtype is not None and _dtype_of(dtype) is not dtype_from_dl(t.dl.dtype):
-        raise TypeError(f"dl.tensor does not cast: the data is {dtype_from_dl(t.dl.dtype).name}, "
+        raise TypeError(f"dl.tensor does not cast: the data is {dtype_text(t.dl.dtype)}, "
                         f"not {_dtype_of(dtype).name}")
     return t

@@ -48,7 +48,7 @@ cdef object _unpacked_array(Tensor t, object np_dtype, object copy):
     and copy=False refuses it (ValueError, as NumPy's own __array__ rule says)."""
     import numpy as np
     if copy is False:
-        raise ValueError(f"{dtype_from_dl(t.dl.dtype).name} elements are packed "
+        raise ValueError(f"{dtype_text(t.dl.dtype)} elements are packed "
                          f"{t.dl.dtype.bits} bits each, and NumPy's {np_dtype} holds one per "
                          "byte: the array is a copy, which copy=False forbids")
     cdef Tensor src = _contiguous(t)

@@ -229,8 +229,18 @@ cdef DType _dtype_from_other_name(str name):
 
 
 cdef DType dtype_from_dl(DLDataType dt):
-    """The interned DType for a DLDataType, or None when dlinterop has none for it."""
+    """The interned DType for a DLDataType, or None when dlinterop has none for it (a
+    Tensor's always has one: imports refuse the others)."""
     return _dtype_by_key.get(_dtype_key(dt.code, dt.bits, dt.lanes))
+
+
+cdef str dtype_text(DLDataType dt):
+    """For messages: the DType's name, or "(code, bits, lanes)" for a triple dlinterop has
+    no DType for (a C caller's or a producer's). Never raises but MemoryError."""
+    cdef DType found = dtype_from_dl(dt)
+    if found is None:
+        return f"({dt.code}, {dt.bits}, {dt.lanes})"
+    return found.name
 
 
 cdef bint _valid_dtype_nogil(DLDataType dt) noexcept nogil:

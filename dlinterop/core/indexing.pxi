@@ -231,6 +231,6 @@ cdef Tensor _getitem_general(Tensor src, object key):
             empty = True       # no element: where it starts does not matter
     byte_offset = src.dl.byte_offset if empty else _offset_bytes(src, offset, src.dl.dtype)
     if byte_offset is None:
-        raise ValueError(f"a view of {dtype_from_dl(src.dl.dtype).name} elements must start on "
+        raise ValueError(f"a view of {dtype_text(src.dl.dtype)} elements must start on "
                          "a byte boundary")
     return _view_with(src, ndim, shape, strides, byte_offset, src.dl.dtype)

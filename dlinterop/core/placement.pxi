@@ -26,7 +26,7 @@ cdef int _refuse_copy(DLDevice source, DLDevice target) except -1:
 
 cdef int _refuse_repacked(Tensor t) except -1:
     """The copy=False refusal of padded sub-byte data: one message for every route."""
-    raise CopyError(f"the producer's {dtype_from_dl(t.dl.dtype).name} data is padded (one "
+    raise CopyError(f"the producer's {dtype_text(t.dl.dtype)} data is padded (one "
                     "element per byte: DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, or a NumPy "
                     "array of an ml_dtypes sub-byte type), and dlinterop holds sub-byte types "
                     "packed, which takes a copy; copy=False forbids it (pass copy=True or "

@@ -67,10 +67,10 @@ cdef Tensor _view_with(Tensor src, int ndim, int64_t* shape, int64_t* strides,
         # last axis contiguous) and on a byte boundary, or no consumer could address it.
         for i in range(ndim - 1):
             if shape[i] > 1 and (strides[i] * bits) % 8:
-                raise ValueError(f"a view of {dtype_from_dl(dtype).name} elements must keep "
+                raise ValueError(f"a view of {dtype_text(dtype)} elements must keep "
                                  "every row on a byte boundary")
         if ndim > 0 and shape[ndim - 1] > 1 and strides[ndim - 1] != 1:
-            raise ValueError(f"a view of {dtype_from_dl(dtype).name} elements must keep the "
+            raise ValueError(f"a view of {dtype_text(dtype)} elements must keep the "
                              "last axis contiguous (they are packed)")
     return _layout_view(src, ndim, shape, strides, byte_offset, dtype)
 
@@ -380,7 +380,7 @@ cdef Tensor _as_dtype(Tensor src, DType dt):
         strides[i] = src.dl.strides[i]
     if old_bits == new_bits:
         return _view_with(src, ndim, shape, strides, src.dl.byte_offset, dt.dl)
-    name = dtype_from_dl(src.dl.dtype).name
+    name = dtype_text(src.dl.dtype)
     if old_bits % 8 or new_bits % 8:
         raise ValueError(f"a view of {name} as {dt.name} would split or join sub-byte "
                          "elements")
