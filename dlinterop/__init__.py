@@ -120,7 +120,7 @@ if TYPE_CHECKING:
     from dlinterop import cuda as cuda
 
 # The one place the version is written: pyproject.toml reads it from here.
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "CopyError",

@@ -14,13 +14,16 @@ dlinterop/abi.h, through which extensions built with dlinterop/abi.h or dlintero
 call dlinterop without depending on the layout of its objects (docs/cython.md)."""
 
 from cpython.pycapsule cimport PyCapsule_New
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 
-from dlinterop.dlpack cimport DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor
-from dlinterop.tensor cimport (
-    DType, Tensor, empty_tensor, tensor_from_managed, tensor_from_object, to_capsule,
+from dlinterop.dlpack cimport (
+    DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY, DLDataType, DLDevice,
+    DLManagedTensorVersioned, DLTensor,
 )
-from dlinterop._core cimport device_from_object
+from dlinterop._core cimport (
+    DType, Tensor, _from_dlpack, device_from_object, empty_tensor, tensor_from_managed,
+    tensor_from_object, to_capsule,
+)
 from dlinterop.abi cimport DLINTEROP_ABI_MAJOR, DLINTEROP_ABI_MINOR
 from dlinterop._abi_table cimport (
     DLINTEROP_ABI_CAPSULE, DLInteropABI, dli_abi_finish, dli_abi_storage, dli_make_fn,
@@ -110,6 +113,22 @@ cdef int _abi_parse_device(object obj, DLDevice* out) except -1:
     return 0
 
 
+cdef object _abi_from_dlpack(object obj, const DLDevice* device, int copy):
+    if copy < -1 or copy > 1:
+        raise ValueError(f"copy must be -1 (None), 0 (False) or 1 (True), got {copy}")
+    return _from_dlpack(obj, None if device == NULL else _abi_device_object(device[0]),
+                        None if copy < 0 else copy == 1, None)
+
+
+cdef int _abi_tensor_flags(object tensor, uint64_t* flags) except -1:
+    cdef Tensor t = _as_tensor(tensor)
+    if flags == NULL:
+        raise ValueError("tensor_flags needs somewhere to write the flags, got NULL")
+    # DLPack's bits only: dlinterop keeps bits of its own in the high end of Tensor.flags.
+    flags[0] = t.flags & (DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED)
+    return 0
+
+
 cdef bytes _version = __version__.encode()   # the table's version string points into it
 cdef dli_abi_storage _storage
 cdef DLInteropABI* _table = &_storage.table
@@ -135,6 +154,8 @@ _table.parse_dtype = _abi_parse_dtype
 _table.device_object = _abi_device_object
 _table.parse_device = _abi_parse_device
 _table.copy_error = <void*>CopyError   # the module holds CopyError (imported above)
+_table.from_dlpack = _abi_from_dlpack
+_table.tensor_flags = _abi_tensor_flags
 dli_abi_finish(&_storage)                # the size (and, in a test build, what it appends)
 
 abi_table = PyCapsule_New(_table, DLINTEROP_ABI_CAPSULE, NULL)

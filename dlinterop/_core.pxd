@@ -95,3 +95,6 @@ cdef int64_t checked_nbytes(int ndim, const int64_t* shape, DLDataType dt,
                             DLDevice device) except -1
 cdef object numpy_array_from(Tensor t)
 cdef Tensor offset_in_pointer(Tensor t)
+# dl.from_dlpack's own body (device, copy and stream as it takes them): the stable ABI's
+# from_dlpack entry (dlinterop._capi).
+cdef Tensor _from_dlpack(object obj, object device, object copy, object stream)

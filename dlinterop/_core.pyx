@@ -71,3 +71,4 @@ include "core/values.pxi"          # element values as Python objects, read in C
 include "core/conversions.pxi"     # __array__: NumPy arrays of every type NumPy holds
 include "core/sanitizer.pxi"       # the lifetime sanitizer's switch and records
 include "core/tensor.pxi"          # the Tensor class itself
+include "core/same_build.pxi"      # the same-build tier's version check

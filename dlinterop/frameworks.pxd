@@ -14,6 +14,9 @@
 # dlinterop/_lib/type_cache.pxd.
 from libc.stdint cimport int64_t
 
+# A module built on this file runs only with the dlinterop release it was built against.
+cimport dlinterop._same_build
+
 from dlinterop.dlpack cimport DLDataType, DLDevice, DLTensor
 from dlinterop._core cimport Tensor
 
