@@ -52,6 +52,9 @@ echo "shellcheck $shellcheck: every tracked shell script"
 mapfile -t scripts < <(git grep -nE '^#!.*\b(ba|da|k)?sh\b' | awk -F: '$2 == 1 { print $1 }')
 shellcheck "${scripts[@]}"
 
+echo "the version and what repeats it agree (.ci/check_version.py)"
+python .ci/check_version.py
+
 echo "the stable ABI's table only grows at its end (.ci/check_abi.py), and its tests"
 python -m pytest -q .ci/test_check_abi.py
 python .ci/check_abi.py
