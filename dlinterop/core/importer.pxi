@@ -169,10 +169,11 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
             if src_type in (kDLCUDA, kDLCUDAManaged):
                 kwargs["stream"] = _cuda_current_stream(src_index)
         elif stream is not None:
-            src_type = obj.__dlpack_device__()[0]
+            src_type, src_index = obj.__dlpack_device__()
             fault = _stream_fault(stream, <DLDeviceType><int>src_type)
             if fault:
-                _refuse_stream(stream, fault, f"memory on device {src_type}")
+                _refuse_stream(stream, fault,
+                               f"memory on {_device_type_name(src_type)}:{src_index}")
             if _has_streams(<DLDeviceType><int>src_type):
                 kwargs["stream"] = stream
         if device is not None:
