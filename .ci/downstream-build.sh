@@ -5,9 +5,10 @@
 #   - `python -m build`: an isolated sdist, then an isolated wheel from it; the sdist holds
 #     the Cython source and no generated C, the wheel neither, and is tagged cp310-abi3;
 #   - `pip wheel .`, isolated too;
-#   - its cibuildwheel configuration, read by the cibuildwheel release it names, which must
-#     select the abi3 and the cp313t builds (cibuildwheel runs its builds in containers,
-#     which this machine cannot run; the build it runs in each is `python -m build`, above);
+#   - its cibuildwheel configuration, and dlinterop's own, read by the cibuildwheel release
+#     they name, which must select the abi3 and the cp313t builds (cibuildwheel runs its
+#     builds in containers, which this machine cannot run; the build it runs in each is
+#     `python -m build`, above);
 #   - the wheel installed with its declared dependencies resolved (dlinterop>=0.1,<1, from
 #     the same folder), then its tests.
 # Usage: bash .ci/downstream-build.sh DLINTEROP_WHEEL_DIR
@@ -55,6 +56,15 @@ cp313-manylinux_x86_64 cp313t-manylinux_x86_64 "
   exit 1
 }
 echo "== cibuildwheel $cibuildwheel selects: $identifiers"
+# dlinterop's own release table, the same way: its wheels for each CPython and for cp313t,
+# which a downstream author's cp313t build installs.
+identifiers=$("$tools/bin/cibuildwheel" --print-build-identifiers --platform linux . \
+    | tr '\n' ' ')
+[ "$identifiers" = "$expected" ] || {
+  echo "cibuildwheel $cibuildwheel selects for dlinterop: $identifiers (expected: $expected)"
+  exit 1
+}
+echo "== and for dlinterop itself: $identifiers"
 
 # The wheel as a dependent installs it: its dependency on dlinterop resolved from the
 # folder, in a fresh virtualenv, then its tests there.
