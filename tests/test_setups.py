@@ -13,6 +13,9 @@ import pytest
 import dlinterop as dl
 from dlinterop import _core
 
+# Slow (races with PyTorch's first import): deselected unless --run-slow (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 SETUPS = ["cuda", "torch", "numpy_route", "numpy_handback"]
 
 

@@ -29,6 +29,9 @@ import pytest
 
 import dlinterop as dl
 
+# Slow (stress: many threads racing): deselected unless --run-slow (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 # More threads where the GIL is off (.ci/freethreaded.sh sets DLINTEROP_THREADS=16).
 THREADS = int(os.environ.get("DLINTEROP_THREADS", "8"))
 # The run-parallel run (four copies of each test at once) divides the work between copies.

@@ -13,6 +13,9 @@ import sys
 
 import pytest
 
+# Slow (the benchmark runners, end to end): deselected unless --run-slow (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SUITE = os.path.join(REPO, "benchmarks", "benchmarks")
 MODULES = sorted(

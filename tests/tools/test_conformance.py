@@ -61,6 +61,7 @@ NEWER_FRAMEWORKS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(NEWER_FRAMEWORKS))
 def test_each_framework_is_set_up_and_checked_both_ways(name):
     pytest.importorskip(NEWER_FRAMEWORKS[name])
@@ -116,6 +117,7 @@ def test_a_crash_fails_its_rule_and_the_run_goes_on():
     assert len(report.results) == len([r for r in dt.RULES if r.role == "consumer"])
 
 
+@pytest.mark.slow
 def test_a_careless_framework_fails_with_reasons():
     fw = dt.framework("conformance_frameworks:careless")
     report = dt.check(fw)  # a Framework object: checked in this process
@@ -133,6 +135,7 @@ def test_a_careless_framework_fails_with_reasons():
     dt.assert_conforms(report, allow=[r.rule for r in report.failures()])
 
 
+@pytest.mark.slow
 def test_bit_pattern_rules_catch_a_framework_that_misreads_bits():
     pytest.importorskip("ml_dtypes")  # (the sub-byte values are ml_dtypes')
     report = dt.check(dt.framework("conformance_frameworks:bit_careless"))
