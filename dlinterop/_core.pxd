@@ -1,7 +1,7 @@
 # The C-level ABI of dlinterop's core module. Every field and every cdef signature that
 # another module (ours or a downstream extension) may use lives here; changing a class
 # layout below is an ABI change that downstream extensions must be rebuilt for.
-# The stable public names are re-exported by dlinterop/tensor.pxd.
+# dlinterop/tensor.pxd names what the same-build tier offers downstream (one release only).
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
 from dlinterop.dlpack cimport (
