@@ -14,6 +14,7 @@ import os
 import sys
 import traceback
 
+from dlinterop import _core
 from dlinterop.testing._conformance import inspect
 from dlinterop.testing._model import IS_COPIED, KNOWN_FLAGS, READ_ONLY, RULES, link
 
@@ -50,10 +51,6 @@ CALL_RULES = (
 )
 
 _CPU = 1
-# DLDeviceType values DLPack 1.3 defines (dlpack.h): kDLCPU .. kDLMAIA.
-_DEVICE_TYPES = frozenset({1, 2, 3, 4, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17})
-# DLDataTypeCode values DLPack 1.3 defines: kDLInt .. kDLFloat4_e2m1fn.
-_DTYPE_CODES = frozenset(range(18))
 # Keywords added to __dlpack__ after DLPack 0.8: a producer older than them raises TypeError,
 # and a consumer retries without them.
 _NEW_KEYWORDS = frozenset({"max_version", "dl_device", "copy"})
@@ -170,7 +167,7 @@ class CheckingProxy:
             exchange.violation("producer.well-formed", f"__dlpack__ returned {e}")
             return capsule
         exchange.calls.append((args, kwargs, capsule, info))
-        _check_capsule(exchange, kwargs, info)
+        _check_capsule(exchange, kwargs, capsule, info)
         return capsule
 
     def __repr__(self):
@@ -212,7 +209,7 @@ def _version_rule(max_version):
     return "producer.max-version-1.3" if minor == 3 else "producer.max-version-1.99"
 
 
-def _check_capsule(exchange, kwargs, info):
+def _check_capsule(exchange, kwargs, capsule, info):
     name = info["name"]
     max_version = kwargs.get("max_version")
     try:
@@ -237,7 +234,8 @@ def _check_capsule(exchange, kwargs, info):
             rule_id, f"capsule of version {info['version']} for max_version={max_version}"
         )
         return
-    malformed = _malformed(info)
+    # dlinterop's importer's own checks, the same code that guards every import.
+    malformed = _core._layout_problem(capsule)
     if malformed:
         exchange.violation("producer.well-formed", malformed)
         return
@@ -280,30 +278,6 @@ def _check_capsule(exchange, kwargs, info):
         exchange.violation(
             "producer.read-only", "a read-only array exported without the READ_ONLY flag"
         )
-
-
-def _malformed(info):
-    """Why dlinterop's importer would refuse the capsule's tensor as malformed, or None."""
-    ndim, shape = info["ndim"], info["shape"]
-    if ndim < 0:
-        return f"ndim {ndim}"
-    if ndim > 0 and shape is None:
-        return f"NULL shape with ndim {ndim}"
-    if info["device"][0] not in _DEVICE_TYPES:
-        return f"unknown device type {info['device'][0]}"
-    code, bits, lanes = info["dtype"]
-    if code not in _DTYPE_CODES or bits == 0 or lanes == 0:
-        return f"dtype (code {code}, bits {bits}, lanes {lanes}) DLPack does not define"
-    count = 1
-    for extent in shape or ():
-        if extent < 0:
-            return f"negative extent in shape {shape}"
-        count *= extent
-    if count * bits * lanes >= 1 << 66:
-        return f"extents {shape} whose size overflows"
-    if count and not info["data"]:
-        return f"NULL data pointer with {count} elements"
-    return None
 
 
 def _numpy_array_type():

@@ -494,28 +494,6 @@ def test_torch_writing_a_read_only_array_is_caught(pytester):
     assert "producer numpy.ndarray, consumer torch.from_dlpack" in result.stdout.str()
 
 
-def test_version_asked_maps_to_the_checker_rule_of_that_version():
-    assert call_rules._version_rule(None) == "producer.default-legacy"
-    assert call_rules._version_rule((0, 8)) == "producer.max-version-0.8"
-    assert call_rules._version_rule((1, 0)) == "producer.max-version-1.0"
-    assert call_rules._version_rule((1, 2)) == "producer.max-version-1.0"
-    assert call_rules._version_rule((1, 3)) == "producer.max-version-1.3"
-    assert call_rules._version_rule((1, 7)) == "producer.max-version-1.99"
-    assert call_rules._version_rule((2, 0)) == "producer.max-version-2.0"
-
-
-def test_a_versioned_capsule_for_max_version_0_8_is_caught():
-    from dlinterop.testing._conformance import Producer
-
-    seen = []
-    exchange = call_rules.Exchange("a consumer", Producer(strides=(1,)), seen.append, {})
-    call_rules.CheckingProxy(exchange)  # what the plugin hands a consumer
-    exchange.producer.force_versioned = True
-    call_rules.CheckingProxy(exchange).__dlpack__(max_version=(0, 8))
-    assert [v.rule for v in seen] == ["producer.max-version-0.8"]
-    assert "a versioned capsule for max_version=(0, 8)" in seen[0].seen
-
-
 def test_every_rule_checked_per_call_is_a_checker_rule_or_documented_as_call_only():
     checker_ids = {r.id for r in RULES}
     for rule_id in call_rules.CALL_RULES:
