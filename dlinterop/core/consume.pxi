@@ -98,7 +98,7 @@ cdef Tensor tensor_from_managed(DLManagedTensorVersioned* m, bint readonly):
     else:
         t.managed_versioned = m
         if dli_san_on():
-            dli_san_made(m, DLI_SAN_IMPORT, "managed tensor (C exchange API)")
+            dli_san_imported(m, 1, "managed tensor (C exchange API)")
     return _repacked(t) if padded else t
 
 
@@ -129,7 +129,7 @@ cdef Tensor _consume_capsule(object capsule):
             return t
         t.managed_versioned = mv
         if dli_san_on():
-            dli_san_made(mv, DLI_SAN_IMPORT, NAME_VERSIONED)
+            dli_san_imported(mv, 1, NAME_VERSIONED)
         if _is_padded(mv):
             # The copy holds the values; `t` dies here and the producer's deleter runs.
             t.owner_ref = capsule
@@ -147,7 +147,7 @@ cdef Tensor _consume_capsule(object capsule):
             return t
         t.managed_legacy = ml
         if dli_san_on():
-            dli_san_made(ml, DLI_SAN_IMPORT, NAME_LEGACY)
+            dli_san_imported(ml, 0, NAME_LEGACY)
     elif strcmp(name, NAME_USED_VERSIONED) == 0 or strcmp(name, NAME_USED_LEGACY) == 0:
         if dli_san_on():
             dli_san_consumed_twice(PyCapsule_GetPointer(<PyObject*>capsule, name), name)
