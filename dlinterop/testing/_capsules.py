@@ -1,0 +1,188 @@
+"""What the per-call checks read besides the capsule's struct (dlinterop.testing._call_rules):
+a capsule's name alone, which stays readable after a consumer freed the struct, and the
+memory behind a producer (where it is, whether it may be written), asked of the producer
+or of the objects it holds, through the buffer protocol or __array_interface__."""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import datetime
+import gc
+
+_CAPSULE = type(datetime.datetime_CAPI)  # (types.CapsuleType from Python 3.13)
+
+_api = ctypes.pythonapi
+_get_name = _api.PyCapsule_GetName
+_get_name.restype = ctypes.c_char_p
+_get_name.argtypes = [ctypes.py_object]
+
+# How deep memory_behind looks, and at how many objects at most: a wrapper's attributes, a
+# list or dict of them, and what those hold.
+_DEPTH = 2
+_MOST = 64
+
+
+def capsule_name(capsule):
+    """A capsule's name ("" for none), without reading the pointer it holds; None for an
+    object that is not a capsule."""
+    if type(capsule) is not _CAPSULE:
+        return None
+    try:
+        name = _get_name(capsule)
+    except ValueError:  # an invalid capsule (NULL pointer): Python's error, raised by ctypes
+        return ""
+    return "" if name is None else name.decode(errors="replace")
+
+
+@dataclasses.dataclass(frozen=True)
+class Memory:
+    start: int
+    end: int  # one past the last byte
+    readonly: bool
+    where: str  # whose memory, as said in a report: "its buffer", "its .array's buffer"
+
+
+def memory_behind(producer, address):
+    """The memory of `producer`, or of an object it holds, that contains `address`: asked of
+    each through __array_interface__ (NumPy arrays, and anything that describes itself so)
+    and the buffer protocol, the producer first, then what it refers to, breadth first; a
+    holder that says it is read-only is preferred (a writable view over a read-only array's
+    memory is still read-only memory). None where none tells (a PyTorch tensor, a JAX array,
+    a C object holding a raw pointer)."""
+    seen = {id(producer)}
+    level = [(producer, "its")]
+    looked = 0
+    first = None
+    for depth in range(_DEPTH + 1):
+        following = []
+        for obj, whose in level:
+            looked += 1
+            found = _memory_of(obj, address, whose)
+            if found is not None and found.readonly:
+                return found
+            first = first or found
+            if depth == _DEPTH or looked >= _MOST:
+                continue
+            for child, name in _held(obj):
+                if id(child) not in seen and not isinstance(child, (str, bytes, int, float)):
+                    seen.add(id(child))
+                    following.append((child, f"{whose} {name}" if name else whose))
+        if looked >= _MOST:
+            break
+        level = following
+    return first
+
+
+def _held(obj):
+    """(object, how it is named) pairs of what obj holds: its attributes and items by name,
+    else what the garbage collector knows it refers to."""
+    if isinstance(obj, dict):
+        return [(v, f"[{k!r}]") for k, v in list(obj.items())[:_MOST]]
+    if isinstance(obj, (list, tuple)):
+        return [(v, f"[{i}]") for i, v in enumerate(obj[:_MOST])]
+    attributes = getattr(obj, "__dict__", None)
+    held = [(v, f".{k}") for k, v in attributes.items()] if isinstance(attributes, dict) else []
+    for slot in getattr(type(obj), "__slots__", ()):
+        if isinstance(slot, str) and hasattr(obj, slot):
+            held.append((getattr(obj, slot), f".{slot}"))
+    if not held:
+        held = [(v, "") for v in gc.get_referents(obj) if not isinstance(v, type)]
+    return held[:_MOST]
+
+
+def _memory_of(obj, address, whose):
+    interface = None
+    if not isinstance(obj, type):
+        try:
+            interface = getattr(obj, "__array_interface__", None)
+        except Exception:
+            interface = None
+    if isinstance(interface, dict):
+        found = _from_interface(interface, f"{whose} __array_interface__")
+        if found is not None:
+            return found if found.start <= address < found.end else None
+    try:
+        view = memoryview(obj)
+    except Exception:
+        return None
+    with view:
+        found = _from_buffer(obj, view.readonly, f"{whose} buffer")
+    return found if found is not None and found.start <= address < found.end else None
+
+
+def _extent(shape, strides, itemsize):
+    """(lowest, one past the highest) byte offset from the first element's address."""
+    low = high = 0
+    for n, stride in zip(shape, strides):
+        if n == 0:
+            return 0, 0
+        span = (n - 1) * stride
+        if span < 0:
+            low += span
+        else:
+            high += span
+    return low, high + itemsize
+
+
+def _from_interface(interface, where):
+    try:
+        data = interface.get("data")
+        if not isinstance(data, tuple) or not data[0]:
+            return None
+        shape = tuple(interface["shape"])
+        itemsize = int(interface["typestr"][2:])
+        strides = interface.get("strides")
+        if strides is None:
+            strides, step = [], itemsize
+            for n in reversed(shape):
+                strides.insert(0, step)
+                step *= n
+        low, high = _extent(shape, strides, itemsize)
+        return Memory(data[0] + low, data[0] + high, bool(data[1]), where)
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+
+
+class _PyBuffer(ctypes.Structure):
+    _fields_ = [
+        ("buf", ctypes.c_void_p),
+        ("obj", ctypes.c_void_p),
+        ("len", ctypes.c_ssize_t),
+        ("itemsize", ctypes.c_ssize_t),
+        ("readonly", ctypes.c_int),
+        ("ndim", ctypes.c_int),
+        ("format", ctypes.c_char_p),
+        ("shape", ctypes.POINTER(ctypes.c_ssize_t)),
+        ("strides", ctypes.POINTER(ctypes.c_ssize_t)),
+        ("suboffsets", ctypes.c_void_p),
+        ("internal", ctypes.c_void_p),
+    ]
+
+
+_get_buffer = _api.PyObject_GetBuffer
+_get_buffer.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer), ctypes.c_int]
+_release_buffer = _api.PyBuffer_Release
+_release_buffer.argtypes = [ctypes.POINTER(_PyBuffer)]
+_PyBUF_RECORDS_RO = 0x0008 | 0x0010 | 0x0004  # ND, STRIDES, FORMAT; read-only is fine
+
+
+def _from_buffer(obj, readonly, where):
+    buffer = _PyBuffer()
+    try:
+        _get_buffer(obj, ctypes.byref(buffer), _PyBUF_RECORDS_RO)
+    except Exception:
+        return None
+    try:
+        if not buffer.buf:
+            return None
+        if buffer.ndim == 0 or not buffer.shape:
+            return Memory(buffer.buf, buffer.buf + buffer.len, readonly, where)
+        shape = [buffer.shape[i] for i in range(buffer.ndim)]
+        strides = [buffer.strides[i] for i in range(buffer.ndim)] if buffer.strides else None
+        if strides is None:
+            return Memory(buffer.buf, buffer.buf + buffer.len, readonly, where)
+        low, high = _extent(shape, strides, buffer.itemsize)
+        return Memory(buffer.buf + low, buffer.buf + high, readonly, where)
+    finally:
+        _release_buffer(ctypes.byref(buffer))
