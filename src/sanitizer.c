@@ -24,6 +24,7 @@ typedef struct entry {
   const void* key;
   struct entry* next;  /* the hash chain */
   struct entry* qnext; /* the quarantine, oldest first */
+  struct entry* qprev;
   int kind;
   int released;
   int malloc_block; /* an export block of the exchange allocator's: free(), not PyMem_Free */
@@ -277,18 +278,25 @@ static void free_entry(entry* e) {
  * The fault handler reads the quarantine without the lock: a record freed here while
  * another thread faults on memory it names can be missed (the report is best effort; the
  * fault itself still takes its course). */
+static void q_unlink(entry* e) {
+  if (e->qprev != NULL) {
+    e->qprev->qnext = e->qnext;
+  } else {
+    q_head = e->qnext;
+  }
+  if (e->qnext != NULL) {
+    e->qnext->qprev = e->qprev;
+  } else {
+    q_tail = e->qprev;
+  }
+  q_count--;
+}
+
 static int evict_one(int gil, int kind) {
-  entry* previous = NULL;
-  for (entry* e = q_head; e != NULL; previous = e, e = e->qnext) {
+  for (entry* e = q_head; e != NULL; e = e->qnext) {
     if (kind != 0 && e->kind != kind) continue;
     if (e->kind == DLI_SAN_EXPORT && !e->malloc_block && !gil) continue;
-    if (previous != NULL) {
-      previous->qnext = e->qnext;
-    } else {
-      q_head = e->qnext;
-    }
-    if (q_tail == e) q_tail = previous;
-    q_count--;
+    q_unlink(e);
     if (e->kind == DLI_SAN_BUFFER) {
       q_bytes -= e->map_len;
       munmap(e->map, e->map_len);
@@ -309,6 +317,7 @@ static int evict_one(int gil, int kind) {
 
 static void quarantine(entry* e) {
   e->qnext = NULL;
+  e->qprev = q_tail;
   if (q_tail != NULL) {
     q_tail->qnext = e;
   } else {
@@ -336,6 +345,21 @@ static entry* add(const void* key, int kind, const char* what, char* made) {
   e->what = what ? copy_text(what) : NULL;
   e->made = made;
   size_t b = bucket_of(key);
+  if (kind == DLI_SAN_IMPORT || kind == DLI_SAN_WATCHED) {
+    /* The address is another tensor's now (a producer's allocator reuses them): a released
+     * record of the last one there can tell nothing more, and kept, each would lengthen
+     * the chain every lookup of this address walks. */
+    for (entry** p = &buckets[b]; *p != NULL;) {
+      entry* old = *p;
+      if (old->key == key && old->kind == kind && old->released) {
+        *p = old->next;
+        q_unlink(old);
+        free_entry(old);
+      } else {
+        p = &old->next;
+      }
+    }
+  }
   e->next = buckets[b];
   buckets[b] = e;
   live_count++;
@@ -642,11 +666,25 @@ void dli_san_consumed_twice(const void* key, const char* name) {
 
 /* ---- foreign managed tensors watched: their deleters counted ---------------------------- */
 
+#define NOT_RECORDED "    (not recorded: the sanitizer was off; --dlpack-sanitize records it)\n"
+
 /* The first call of a watched tensor's deleter calls its own; a second is reported and
  * calls nothing (the producer's deleter would free twice). Any thread, with or without the
  * GIL, and after shutdown. */
+/* Whether `managed` is watched and not released yet. */
+static int watched_and_live(void* managed) {
+  pthread_mutex_lock(&lock);
+  entry* e = find(managed, DLI_SAN_WATCHED);
+  int live = e != NULL && !e->released;
+  pthread_mutex_unlock(&lock);
+  return live;
+}
+
 static void watched_release(void* managed) {
-  char* here = capture_stack();
+  /* The first release's stack only while recording (the pytest plugin watches every
+   * exchange, and a stack costs microseconds); a second's always, for its report. Taken
+   * before the lock: taking one may run the garbage collector, and so a deleter. */
+  char* here = dli_san_recording() || !watched_and_live(managed) ? capture_stack() : NULL;
   void (*original_versioned)(DLManagedTensorVersioned*) = NULL;
   void (*original_legacy)(DLManagedTensor*) = NULL;
   pthread_mutex_lock(&lock);
@@ -655,11 +693,12 @@ static void watched_release(void* managed) {
     report(
         "a DLPack deleter called twice: a watched tensor's deleter called again after its "
         "record was dropped from the quarantine (its deleter is not called again)",
-        NULL, "released again at", here, NULL, NULL, NULL, NULL);
+        NULL, "released again at", here ? here : NOT_RECORDED, NULL, NULL, NULL, NULL);
   } else if (e->released) {
     report("a DLPack deleter called twice (the producer's deleter is not called again)", e->what,
-           "handed over at", e->made, "first released at", e->released_at, "released again at",
-           here);
+           "handed over at", e->made ? e->made : NOT_RECORDED, "first released at",
+           e->released_at ? e->released_at : NOT_RECORDED, "released again at",
+           here ? here : NOT_RECORDED);
   } else {
     original_versioned = e->original_versioned;
     original_legacy = e->original_legacy;
@@ -688,7 +727,7 @@ int dli_san_watch(void* managed, int versioned, const char* what) {
   DLManagedTensor* ml = versioned ? NULL : (DLManagedTensor*)managed;
   if (mv != NULL && (mv->deleter == NULL || mv->deleter == watched_deleter_versioned)) return 0;
   if (ml != NULL && (ml->deleter == NULL || ml->deleter == watched_deleter_legacy)) return 0;
-  char* made = capture_stack();
+  char* made = dli_san_recording() ? capture_stack() : NULL;
   pthread_mutex_lock(&lock);
   entry* e = ensure_buckets() == 0 ? add(managed, DLI_SAN_WATCHED, what, made) : NULL;
   if (e != NULL && mv != NULL) {

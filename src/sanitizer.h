@@ -93,9 +93,9 @@ void dli_san_import_released(const void* key);
 void dli_san_imported(void* managed, int versioned, const char* what);
 /* Puts the sanitizer's deleter in place of the managed tensor's, whether or not it records
  * (the pytest plugin watches each exchange's): the first call calls the tensor's own, a
- * second is reported (with where it was watched and first released) and calls nothing.
- * `what` is copied. 1 when watched, 0 when it has no deleter, is watched already, or there
- * is no memory for the record. With the GIL (the stack is taken). */
+ * second is reported (with where it was watched and first released, stacks taken while the
+ * sanitizer records) and calls nothing. `what` is copied. 1 when watched, 0 when it has no
+ * deleter, is watched already, or there is no memory for the record. With the GIL. */
 int dli_san_watch(void* managed, int versioned, const char* what);
 /* Says once per type (its address) that its memory is not dlinterop's, so not quarantined.
  * With the GIL. */

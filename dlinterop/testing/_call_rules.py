@@ -21,8 +21,8 @@ import sys
 import traceback
 
 from dlinterop import _core
-from dlinterop.testing._capsules import capsule_name, memory_behind
-from dlinterop.testing._conformance import inspect
+from dlinterop.testing._capsules import memory_behind, read_only_behind
+from dlinterop.testing._conformance import capsule_name, inspect
 from dlinterop.testing._model import IS_COPIED, KNOWN_FLAGS, READ_ONLY, RULES, link
 
 # Checked per call only: no checker rule exports something malformed or hands out a capsule
@@ -170,13 +170,15 @@ def _stack():
 
 class Call:
     """One __dlpack__ call: what was asked, and the capsule answered (until the exchange
-    ends), its name then, and what it held (info, read before any consumer had it)."""
+    ends), its name then, and what it held (info, read before any consumer had it). What
+    it raised is not kept: its traceback would hold the frames, and through them the
+    producer, past the exchange (NumPy's suite counts the producer's references)."""
 
-    __slots__ = ("args", "kwargs", "capsule", "name", "info", "error")
+    __slots__ = ("args", "kwargs", "capsule", "name", "info")
 
     def __init__(self, args, kwargs):
         self.args, self.kwargs = args, kwargs
-        self.capsule = self.name = self.info = self.error = None
+        self.capsule = self.name = self.info = None
 
 
 class Exchange:
@@ -238,10 +240,12 @@ class CheckingProxy:
         try:
             capsule = exchange.producer.__dlpack__(*args, **kwargs)
         except BaseException as e:
-            call.error = e
-            exchange.guarded(
-                "producer.unexportable-buffer-error", _check_refusal, exchange, call, e
-            )
+            try:
+                exchange.guarded(
+                    "producer.unexportable-buffer-error", _check_refusal, exchange, call, e
+                )
+            finally:
+                del e  # (as an except clause does on its own, but not for frames above)
             raise
         call.capsule = capsule
         exchange.guarded("producer.well-formed", _check_capsule, exchange, call)
@@ -425,22 +429,24 @@ def _check_flags(exchange, kwargs, info):
             "(DLPack 1.2+ requires them)",
         )
     address = info["data"] + info["byte_offset"]
+    # Host memory with elements: whether it is shared or read-only can be asked.
+    memory = info["device"][0] == _CPU and all(n != 0 for n in info["shape"] or ())
     copy = kwargs.get("copy")
     copied = bool(flags & IS_COPIED)
     if copy is True and not copied:
         exchange.violation("producer.copy-true", "copy=True export without the IS_COPIED flag")
     elif copy is False and copied:
         exchange.violation("producer.copy-false", "copy=False export flagged IS_COPIED")
-    elif copied and info["device"][0] == _CPU and _shares(exchange.producer, address):
+    elif copied and memory and _shares(exchange.producer, address):
         rule_id = "producer.copy-true" if copy is True else "producer.is-copied-fresh"
         exchange.violation(
             rule_id,
             f"{'copy=True' if copy is True else 'an'} export flagged IS_COPIED whose data is the "
             "producer's own memory",
         )
-    if not flags & READ_ONLY and not copied and info["device"][0] == _CPU:
-        found = memory_behind(exchange.producer, address)
-        if found is not None and found.readonly:
+    if not flags & READ_ONLY and not copied and memory:
+        found = read_only_behind(exchange.producer, address)
+        if found is not None:
             exchange.violation(
                 "producer.read-only",
                 f"memory that is read-only ({found.where}) exported without the READ_ONLY flag",
@@ -537,7 +543,8 @@ def _writable_pointer(obj):
     (NumPy arrays, PyTorch tensors), else None."""
     numpy = sys.modules.get("numpy")
     if numpy is not None and isinstance(obj, numpy.ndarray):
-        return bool(obj.flags.writeable), obj.__array_interface__["data"][0]
+        pointer, readonly = obj.__array_interface__["data"]
+        return not readonly, pointer
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(obj, torch.Tensor):
         # torch has no read-only tensors

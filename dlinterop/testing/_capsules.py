@@ -1,21 +1,15 @@
-"""What the per-call checks read besides the capsule's struct (dlinterop.testing._call_rules):
-a capsule's name alone, which stays readable after a consumer freed the struct, and the
-memory behind a producer (where it is, whether it may be written), asked of the producer
-or of the objects it holds, through the buffer protocol or __array_interface__."""
+"""What the per-call checks read besides the capsule (dlinterop.testing._call_rules): the
+memory behind a producer (where it is, whether it may be written), asked of the producer or
+of the objects it holds, through the buffer protocol or __array_interface__."""
 
 from __future__ import annotations
 
 import ctypes
-import dataclasses
-import datetime
 import gc
-
-_CAPSULE = type(datetime.datetime_CAPI)  # (types.CapsuleType from Python 3.13)
+import sys
+import typing
 
 _api = ctypes.pythonapi
-_get_name = _api.PyCapsule_GetName
-_get_name.restype = ctypes.c_char_p
-_get_name.argtypes = [ctypes.py_object]
 
 # How deep memory_behind looks, and at how many objects at most: a wrapper's attributes, a
 # list or dict of them, and what those hold.
@@ -23,33 +17,36 @@ _DEPTH = 2
 _MOST = 64
 
 
-def capsule_name(capsule):
-    """A capsule's name ("" for none), without reading the pointer it holds; None for an
-    object that is not a capsule."""
-    if type(capsule) is not _CAPSULE:
-        return None
-    try:
-        name = _get_name(capsule)
-    except ValueError:  # an invalid capsule (NULL pointer): Python's error, raised by ctypes
-        return ""
-    return "" if name is None else name.decode(errors="replace")
-
-
-@dataclasses.dataclass(frozen=True)
-class Memory:
+class Memory(typing.NamedTuple):
     start: int
     end: int  # one past the last byte
     readonly: bool
     where: str  # whose memory, as said in a report: "its buffer", "its .array's buffer"
 
 
+def read_only_behind(producer, address):
+    """The read-only memory behind `producer` that contains `address` (memory_behind's
+    answer where it says read-only), else None. The producers that say so of themselves at
+    once are asked first: a NumPy array (writeable or not), a dl.Tensor, a PyTorch tensor
+    (PyTorch has no read-only tensors)."""
+    cls = type(producer)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and cls is numpy.ndarray and producer.flags.writeable:
+        return None
+    module = getattr(cls, "__module__", "")
+    if module == "torch" or (module == "dlinterop._core" and not producer.readonly):
+        return None
+    found = memory_behind(producer, address)
+    return found if found is not None and found.readonly else None
+
+
 def memory_behind(producer, address):
     """The memory of `producer`, or of an object it holds, that contains `address`: asked of
     each through __array_interface__ (NumPy arrays, and anything that describes itself so)
-    and the buffer protocol, the producer first, then what it refers to, breadth first; a
-    holder that says it is read-only is preferred (a writable view over a read-only array's
-    memory is still read-only memory). None where none tells (a PyTorch tensor, a JAX array,
-    a C object holding a raw pointer)."""
+    and the buffer protocol, the producer first (what it says of its own memory is final),
+    then what it refers to, breadth first, a holder that says it is read-only preferred (a
+    writable view over a read-only array's memory is still read-only memory). None where
+    none tells (a PyTorch tensor, a JAX array, a C object holding a raw pointer)."""
     seen = {id(producer)}
     level = [(producer, "its")]
     looked = 0
@@ -59,8 +56,8 @@ def memory_behind(producer, address):
         for obj, whose in level:
             looked += 1
             found = _memory_of(obj, address, whose)
-            if found is not None and found.readonly:
-                return found
+            if found is not None and (found.readonly or depth == 0):
+                return found  # (what the producer says of its own memory is final)
             first = first or found
             if depth == _DEPTH or looked >= _MOST:
                 continue

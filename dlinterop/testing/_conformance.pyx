@@ -250,6 +250,18 @@ cdef DLTensor* _described(PyObject* raw, const char* name, bint versioned,
     return &ml.dl_tensor
 
 
+def capsule_name(capsule):
+    """A capsule's name ("" for none), read without the pointer it holds: safe once a
+    consumer has freed its struct. None for an object that is not a capsule."""
+    if not PyCapsule_CheckExact(capsule):
+        return None
+    cdef const char* name = PyCapsule_GetName_raw(<PyObject*>capsule)
+    if name == NULL:
+        PyErr_Clear()
+        return ""
+    return (<bytes>name).decode(errors="replace")
+
+
 def inspect(capsule):
     """What a DLPack capsule holds, read without consuming it: a dict, or ValueError for an
     object that is not a capsule with a DLPack name."""
