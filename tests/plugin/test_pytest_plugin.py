@@ -3,12 +3,15 @@ summary, relay mode, the sanitizer's reports on the tests, and that it does noth
 asked (the rules it checks: test_rules_caught.py)."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
 
 import pytest
 from plugin_cases import PRODUCERS, exchange_test
+
+from dlinterop.testing import _call_rules as call_rules
 
 np = pytest.importorskip("numpy")
 import numpy.ctypeslib  # noqa: E402, F401
@@ -285,3 +288,17 @@ def test_importing_the_plugin_imports_no_peer_and_no_checker():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_the_peer_deviations_ci_allows_each_name_a_rule_and_an_upstream_link():
+    """.ci/peer-deviations.txt, the one list of what CI allows in the peers' suites."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", ".ci", "peer-deviations.txt")
+    with open(path) as f:
+        entries = [line.split() for line in f if line.strip() and not line.startswith("#")]
+    assert entries
+    for entry in entries:
+        assert len(entry) == 2, entry
+        allowed, link = entry
+        rule_id, _, who = allowed.partition(":")
+        assert rule_id in call_rules.known_ids() and who, allowed
+        assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+/\S+", link), link
