@@ -18,6 +18,7 @@ import functools
 import inspect
 import os
 import sys
+from typing import Any
 
 import pytest
 
@@ -184,6 +185,12 @@ class Checker:
     """The enabled plugin: replaces the consumers, attributes violations to the running test,
     reports them, and puts the consumers back at the end."""
 
+    # Modules imported only once the plugin is enabled: dlinterop.testing._call_rules (the
+    # checking), dlinterop.sanitizer and dlinterop._core.
+    rules: Any
+    sanitizer: Any
+    sanitizer_core: Any
+
     def __init__(
         self,
         relay,
@@ -195,10 +202,10 @@ class Checker:
         probe=False,
         stderr=None,
     ):
-        from dlinterop import sanitizer
+        from dlinterop import _core, sanitizer
         from dlinterop.testing import _call_rules
 
-        self.rules = _call_rules  # what the checking takes (imported only now it is enabled)
+        self.rules = _call_rules
         unknown = sorted({a.partition(":")[0] for a in allow} - _call_rules.known_ids())
         if unknown:
             raise pytest.UsageError(f"--dlpack-allow: unknown rule ids {', '.join(unknown)}")
@@ -219,6 +226,7 @@ class Checker:
         self.taken_directly = 0
         self.passed = 0  # tests that passed (a run of skips relays nothing and fails not)
         self.sanitizer = sanitizer
+        self.sanitizer_core = _core
         self.sanitizing = sanitize
         self.sanitizer_reports = 0
         self.sanitizer_was_on = sanitizer.is_enabled()
@@ -329,9 +337,7 @@ class Checker:
             self.rules.probe(exchange.producer, exchange.consumer, self.report, watch=True)
 
     def note_producer(self, x):
-        from dlinterop import _core
-
-        _core._sanitizer_note_producer(type(x))
+        self.sanitizer_core._sanitizer_note_producer(type(x))
 
     def through_dlinterop(self, x, name, options):
         """dl.from_dlpack(x), itself a checked exchange, asked for the consumer's copy= and
@@ -380,6 +386,18 @@ class Checker:
         self.pending.append(violation)
 
     # ---- pytest's hooks
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        # A test that makes reports on purpose: kept for its report, not written at once.
+        quiet = self.sanitizing and item.get_closest_marker("dlpack_sanitizer_expected")
+        if quiet:
+            self.sanitizer_core._sanitizer_write_reports(False)
+        try:
+            return (yield)
+        finally:
+            if quiet:
+                self.sanitizer_core._sanitizer_write_reports(True)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item, call):

@@ -64,6 +64,9 @@ static size_t note_count, note_cap;
  * runner's capture may have redirected to a file that dies with the process. */
 static int report_fd = -1;
 static int notes_written = 1; /* 0: notes only kept (the pytest plugin prints them itself) */
+/* 0 while reports are expected (a pytest test marked dlpack_sanitizer_expected): kept, not
+ * written. A fault's report is always written. */
+static int reports_written = 1;
 
 /* Host buffers on mappings of their own, live or quarantined: kept under map_budget, a
  * quarter of the kernel's limit on a process's mappings (vm.max_map_count), so that the
@@ -207,7 +210,7 @@ static void report(const char* title, const char* what, const char* label1, cons
     if (stacks[i] != NULL) sb_str(&b, stacks[i]);
   }
   if (b.text == NULL) return;
-  write_str(b.text);
+  if (reports_written) write_str(b.text);
   report_total++;
   if (report_count == report_cap) {
     size_t cap = report_cap ? 2 * report_cap : 16;
@@ -545,6 +548,12 @@ void dli_san_stop(void) {
 
 int dli_san_recording(void) { return __atomic_load_n(&recording, __ATOMIC_RELAXED); }
 
+void dli_san_write_reports(int written) {
+  pthread_mutex_lock(&lock);
+  reports_written = written;
+  pthread_mutex_unlock(&lock);
+}
+
 Py_ssize_t dli_san_report_total(void) {
   pthread_mutex_lock(&lock);
   Py_ssize_t total = report_total;
@@ -750,6 +759,25 @@ void dli_san_imported(void* managed, int versioned, const char* what) {
   dli_san_watch(managed, versioned, "imported by dlinterop");
 }
 
+/* "module.qualname" of a type, as the user names it: malloc'd, or NULL. With the GIL. */
+static char* type_name(PyObject* type) {
+  PyObject* module = PyObject_GetAttrString(type, "__module__");
+  PyObject* qualname = PyObject_GetAttrString(type, "__qualname__");
+  const char* m = module != NULL && PyUnicode_Check(module) ? PyUnicode_AsUTF8(module) : NULL;
+  const char* q = qualname != NULL && PyUnicode_Check(qualname) ? PyUnicode_AsUTF8(qualname)
+                                                                : ((PyTypeObject*)type)->tp_name;
+  strbuf b = {0};
+  if (m != NULL && strcmp(m, "builtins") != 0) {
+    sb_str(&b, m);
+    sb_str(&b, ".");
+  }
+  sb_str(&b, q != NULL ? q : "?");
+  Py_XDECREF(module);
+  Py_XDECREF(qualname);
+  PyErr_Clear();
+  return b.text;
+}
+
 void dli_san_note_producer(PyObject* type) {
   /* Types seen, by address: one more type past the table's end is noted again each time it
    * comes, which only repeats the note. */
@@ -764,16 +792,29 @@ void dli_san_note_producer(PyObject* type) {
     }
   }
   if (seen_count < sizeof seen / sizeof seen[0]) seen[seen_count++] = type;
+  pthread_mutex_unlock(&lock);
+  /* Only a producer: what has no __dlpack__ (an int handed to from_dlpack) is refused. The
+   * name is read outside the lock, which Python code may run under. */
+  PyObject *exc_type, *exc_value, *exc_tb;
+  PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+  int producer = PyObject_HasAttrString(type, "__dlpack__");
+  char* name = producer ? type_name(type) : NULL;
+  PyErr_Restore(exc_type, exc_value, exc_tb);
+  if (name == NULL) return;
   strbuf b = {0};
   sb_str(&b, "dlinterop sanitizer: the memory of ");
-  sb_str(&b, ((PyTypeObject*)type)->tp_name);
+  sb_str(&b, name);
   sb_str(&b,
          " is not dlinterop's: released, it is not quarantined, so a read after its "
          "release goes unseen here (AddressSanitizer sees it); the deleter calls and "
          "consumes of its capsules are watched\n");
-  if (b.text != NULL) note(b.text);
+  free(name);
+  if (b.text != NULL) {
+    pthread_mutex_lock(&lock);
+    note(b.text);
+    pthread_mutex_unlock(&lock);
+  }
   free(b.text);
-  pthread_mutex_unlock(&lock);
 }
 
 void* dli_san_host_alloc(size_t nbytes, size_t alignment, int zero, void** base_out) {

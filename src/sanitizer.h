@@ -64,6 +64,9 @@ int dli_san_report_to(int fd, int write_notes);
  * is released. */
 void dli_san_stop(void);
 int dli_san_recording(void);
+/* Whether reports are written as they are made (1, the default) or only kept (0: the pytest
+ * plugin, during a test that expects them). */
+void dli_san_write_reports(int written);
 /* How many reports were ever made (dli_san_reports' clear does not lower it). */
 Py_ssize_t dli_san_report_total(void);
 
@@ -97,8 +100,8 @@ void dli_san_imported(void* managed, int versioned, const char* what);
  * sanitizer records) and calls nothing. `what` is copied. 1 when watched, 0 when it has no
  * deleter, is watched already, or there is no memory for the record. With the GIL. */
 int dli_san_watch(void* managed, int versioned, const char* what);
-/* Says once per type (its address) that its memory is not dlinterop's, so not quarantined.
- * With the GIL. */
+/* Says once per producer type (one with __dlpack__; by its address) that its memory is not
+ * dlinterop's, so not quarantined. While recording; with the GIL. */
 void dli_san_note_producer(PyObject* type);
 /* A capsule already renamed used_* was handed to dlinterop again (key: its pointer). */
 void dli_san_consumed_twice(const void* key, const char* name);

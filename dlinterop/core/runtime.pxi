@@ -90,6 +90,7 @@ cdef extern from "sanitizer.h":
     int dli_san_start(size_t quarantine_count, size_t quarantine_bytes, int frames) except -1
     void dli_san_stop() noexcept
     int dli_san_recording() noexcept nogil
+    void dli_san_write_reports(int written) noexcept
     Py_ssize_t dli_san_report_total() noexcept
     void dli_san_exported(const void* block, PyObject* capsule) noexcept
     # Safe without the GIL too (the exchange allocator's tensors).

@@ -1,6 +1,7 @@
 # Provides: the lifetime sanitizer's switch and records for dlinterop.sanitizer
 # (_sanitizer_start, _sanitizer_stop, _sanitizer_recording, _sanitizer_live,
-# _sanitizer_reports, _sanitizer_report_total, _sanitizer_notes, _sanitizer_report_to), and
+# _sanitizer_reports, _sanitizer_report_total, _sanitizer_notes, _sanitizer_report_to,
+# _sanitizer_write_reports), and
 # for the pytest plugin the watch on a capsule's deleter (_sanitizer_watch) and the note on a
 # producer type (_sanitizer_note_producer); its hooks sit in the paths they watch
 # (export.pxi, consume.pxi, tensor.pxi, allocator.pxi, importer.pxi, the host allocator in
@@ -46,6 +47,11 @@ def _sanitizer_notes():
 def _sanitizer_report_to(int fd, bint notes=True):
     """Reports (and notes, unless notes=False) go to a duplicate of fd from now on."""
     dli_san_report_to(fd, notes)
+
+
+def _sanitizer_write_reports(bint written):
+    """Reports written as they are made (True, the default), or only kept."""
+    dli_san_write_reports(written)
 
 
 def _sanitizer_watch(capsule, str what):

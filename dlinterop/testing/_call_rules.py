@@ -70,7 +70,7 @@ CALL_RULES = (
 
 # The calls a probe makes (--dlpack-probe), once per producer type: those of the checker's
 # rules a consumer may never make; dl_device= its own device is added where it has one.
-PROBE_CALLS = (
+PROBE_CALLS: tuple[dict[str, object], ...] = (
     {},
     {"max_version": (1, 3)},
     {"max_version": (1, 3), "copy": True},

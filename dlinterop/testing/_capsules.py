@@ -4,12 +4,11 @@ of the objects it holds, through the buffer protocol or __array_interface__."""
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import sys
 import typing
 
-_api = ctypes.pythonapi
+from dlinterop.testing._conformance import buffer_span
 
 # How deep memory_behind looks, and at how many objects at most: a wrapper's attributes, a
 # list or dict of them, and what those hold.
@@ -99,12 +98,7 @@ def _memory_of(obj, address, whose):
         found = _from_interface(interface, f"{whose} __array_interface__")
         if found is not None:
             return found if found.start <= address < found.end else None
-    try:
-        view = memoryview(obj)
-    except Exception:
-        return None
-    with view:
-        found = _from_buffer(obj, view.readonly, f"{whose} buffer")
+    found = _from_buffer(obj, f"{whose} buffer")
     return found if found is not None and found.start <= address < found.end else None
 
 
@@ -141,45 +135,6 @@ def _from_interface(interface, where):
         return None
 
 
-class _PyBuffer(ctypes.Structure):
-    _fields_ = [
-        ("buf", ctypes.c_void_p),
-        ("obj", ctypes.c_void_p),
-        ("len", ctypes.c_ssize_t),
-        ("itemsize", ctypes.c_ssize_t),
-        ("readonly", ctypes.c_int),
-        ("ndim", ctypes.c_int),
-        ("format", ctypes.c_char_p),
-        ("shape", ctypes.POINTER(ctypes.c_ssize_t)),
-        ("strides", ctypes.POINTER(ctypes.c_ssize_t)),
-        ("suboffsets", ctypes.c_void_p),
-        ("internal", ctypes.c_void_p),
-    ]
-
-
-_get_buffer = _api.PyObject_GetBuffer
-_get_buffer.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer), ctypes.c_int]
-_release_buffer = _api.PyBuffer_Release
-_release_buffer.argtypes = [ctypes.POINTER(_PyBuffer)]
-_PyBUF_RECORDS_RO = 0x0008 | 0x0010 | 0x0004  # ND, STRIDES, FORMAT; read-only is fine
-
-
-def _from_buffer(obj, readonly, where):
-    buffer = _PyBuffer()
-    try:
-        _get_buffer(obj, ctypes.byref(buffer), _PyBUF_RECORDS_RO)
-    except Exception:
-        return None
-    try:
-        if not buffer.buf:
-            return None
-        if buffer.ndim == 0 or not buffer.shape:
-            return Memory(buffer.buf, buffer.buf + buffer.len, readonly, where)
-        shape = [buffer.shape[i] for i in range(buffer.ndim)]
-        strides = [buffer.strides[i] for i in range(buffer.ndim)] if buffer.strides else None
-        if strides is None:
-            return Memory(buffer.buf, buffer.buf + buffer.len, readonly, where)
-        low, high = _extent(shape, strides, buffer.itemsize)
-        return Memory(buffer.buf + low, buffer.buf + high, readonly, where)
-    finally:
-        _release_buffer(ctypes.byref(buffer))
+def _from_buffer(obj, where):
+    span = buffer_span(obj)
+    return None if span is None else Memory(span[0], span[1], span[2], where)

@@ -90,6 +90,8 @@ def test_each_foreign_producer_type_is_noted_once():
     before = len(sanitizer.notes())
     with sanitizer.sanitize():
         for _ in range(3):
+            with pytest.raises(TypeError):
+                dl.from_dlpack(3)  # not a producer: nothing to note
             dl.from_dlpack(np.arange(3.0))
             dl.from_dlpack(native())
             dl.from_dlpack(dl.arange(3))  # dlinterop's own memory: watched, no note
