@@ -7,12 +7,18 @@ the conformance checker's rules (docs/finding-bugs.md):
 Installed, it is also loaded through its pytest11 entry point, and then does nothing unless
 asked (--dlpack-check, or `dlpack_check = true` in the ini file). This module imports only
 the standard library; the checking machinery (dlinterop.testing._call_rules) is imported once
-the plugin is enabled, and the peers' consumers are patched only where already imported."""
+the plugin is enabled. The peers' consumers are replaced when the run is configured, before
+any test module is imported (so that `from numpy import from_dlpack` binds the checked one),
+and those imported later as soon as they are (dlinterop._integrations.after_import); each
+keeps its signature, and all are put back when the run ends."""
 
 from __future__ import annotations
 
 import functools
+import inspect
+import os
 import sys
+from typing import Any
 
 import pytest
 
@@ -29,7 +35,12 @@ CONSUMERS = (
     ("jax.numpy", "from_dlpack"),
     ("warp", "from_dlpack"),
     ("mlx.core", "from_dlpack"),
+    ("array_api_strict", "from_dlpack"),
 )
+
+# A duplicate of fd 2 taken before pytest's capture redirects it (--dlpack-sanitize): where
+# the sanitizer writes its reports, so that they are seen even when a fault ends the process.
+_STDERR = pytest.StashKey[int]()
 
 
 def pytest_addoption(parser):
@@ -71,6 +82,13 @@ def pytest_addoption(parser):
         "from_dlpack (repeat)",
     )
     group.addoption(
+        "--dlpack-probe",
+        action="store_true",
+        default=False,
+        help="once per producer type, also make the checker's calls consumers never make "
+        "(no max_version, copy=True, copy=False, dl_device=) and check the answers",
+    )
+    group.addoption(
         "--dlpack-sanitize",
         action="store_true",
         default=False,
@@ -82,6 +100,20 @@ def pytest_addoption(parser):
     parser.addini(
         "dlpack_allow", "known deviations, one RULE[:TYPE] a line (as --dlpack-allow)", "linelist"
     )
+
+
+def _sanitizer_asked(config):
+    return getattr(config.known_args_namespace, "dlpack_sanitize", False) or os.environ.get(
+        "DLINTEROP_SANITIZE", ""
+    ) not in ("", "0")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    # Before the capture manager's own wrapper starts redirecting fd 2.
+    if _sanitizer_asked(early_config):
+        early_config.stash[_STDERR] = os.dup(2)
+    return (yield)
 
 
 def _requested_explicitly(config):
@@ -104,6 +136,12 @@ def pytest_configure(config):
     if enabled is None:
         enabled = bool(config.getini("dlpack_check")) or _requested_explicitly(config)
     if not (enabled or relay or sanitize):
+        stderr = config.stash.get(_STDERR, None)
+        if stderr is not None:  # DLINTEROP_SANITIZE=1: its reports where they are seen too
+            from dlinterop import sanitizer
+
+            sanitizer._report_to(stderr)
+            os.close(stderr)
         return
     allow = [
         item.strip()
@@ -124,94 +162,214 @@ def pytest_configure(config):
         consumers,
         sanitize=sanitize,
         check=bool(enabled or relay),
+        probe=config.getoption("dlpack_probe"),
+        stderr=config.stash.get(_STDERR, None),
     )
     config.pluginmanager.register(checker, "dlinterop-dlpack-checker")
+    checker.install()
+
+
+def _producer_parameter(consumer):
+    """The name of a consumer's first parameter where it may be passed by keyword
+    (torch.from_dlpack(ext_tensor=x)), else None."""
+    try:
+        parameters = list(inspect.signature(consumer).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if parameters and parameters[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD:
+        return parameters[0].name
+    return None
 
 
 class Checker:
-    """The enabled plugin: patches the consumers, attributes violations to the running test,
-    reports them, and restores the consumers at the end."""
+    """The enabled plugin: replaces the consumers, attributes violations to the running test,
+    reports them, and puts the consumers back at the end."""
 
-    def __init__(self, relay, violations, allow, consumers=CONSUMERS, sanitize=False, check=True):
+    # Modules imported only once the plugin is enabled: dlinterop.testing._call_rules (the
+    # checking), dlinterop.sanitizer and dlinterop._core.
+    rules: Any
+    sanitizer: Any
+    sanitizer_core: Any
+
+    def __init__(
+        self,
+        relay,
+        violations,
+        allow,
+        consumers=CONSUMERS,
+        sanitize=False,
+        check=True,
+        probe=False,
+        stderr=None,
+    ):
+        from dlinterop import _core, sanitizer
         from dlinterop.testing import _call_rules
 
-        # what the checking takes from _call_rules (imported only now that it is enabled)
-        self.Exchange = _call_rules.Exchange
-        self.CheckingProxy = _call_rules.CheckingProxy
-        self.check_consumer = _call_rules.check_consumer
+        self.rules = _call_rules
         unknown = sorted({a.partition(":")[0] for a in allow} - _call_rules.known_ids())
         if unknown:
             raise pytest.UsageError(f"--dlpack-allow: unknown rule ids {', '.join(unknown)}")
         self.allow = [(a.partition(":")[0], a.partition(":")[2]) for a in allow]
         self.relay = relay
         self.check = check  # False: --dlpack-sanitize alone, no consumer is replaced
+        self.probe = probe
         self.consumers = tuple(consumers)
         self.fail = violations == "fail"
-        self.patched = []
+        self.active = True  # False once the run ended: wrappers still bound pass through
+        self.registers = []  # (module name, register) waiting in after_import
+        self.patched = []  # (module, attribute, what was there)
+        self.probed = set()  # producer types probed
         self.pending = []  # violations of the test phase running now
         self.reported = []  # (nodeid, violation), in order
         self.exchanges = 0
         self.relayed = 0
         self.taken_directly = 0
-        self.sanitizer = None
+        self.passed = 0  # tests that passed (a run of skips relays nothing and fails not)
+        self.sanitizer = sanitizer
+        self.sanitizer_core = _core
+        self.sanitizing = sanitize
         self.sanitizer_reports = 0
-        if sanitize:
-            from dlinterop import sanitizer
-
-            self.sanitizer = sanitizer
-            self.sanitizer_was_on = sanitizer.is_enabled()
-            if not self.sanitizer_was_on:
-                sanitizer.enable()
-            self.sanitizer_mark = sanitizer.report_count()
+        self.sanitizer_was_on = sanitizer.is_enabled()
+        if stderr is not None:
+            sanitizer._report_to(stderr, notes=False)  # the summary lists them
+            os.close(stderr)
+        if sanitize and not self.sanitizer_was_on:
+            sanitizer.enable()
+        self.sanitizer_mark = sanitizer.report_count()
 
     # ---- the consumers
 
-    def patch_present(self):
+    def install(self):
+        """Each consumer replaced now where its module has run, else once it has."""
         if not self.check:
             return
+        from dlinterop._integrations import after_import
+
+        attributes = {}
+        for module_name, attribute in self.consumers:
+            attributes.setdefault(module_name, []).append(attribute)
+        for module_name, names in attributes.items():
+            register = functools.partial(self.patch_module, module_name, tuple(names))
+            self.registers.append((module_name, register))
+            after_import.when_imported(module_name, register)
+
+    def patch_module(self, module_name, attributes, module):
+        if not self.active:
+            return
+        for attribute in attributes:
+            current = getattr(module, attribute, None)
+            if not callable(current) or getattr(current, "__dlpack_checked__", None) is self:
+                continue
+            wrapper = self.wrap(current, f"{module_name}.{attribute}")
+            setattr(module, attribute, wrapper)
+            self.patched.append((module, attribute, current))
+
+    def uninstall(self):
+        from dlinterop._integrations import after_import
+
+        self.active = False
+        for module_name, register in self.registers:
+            after_import.forget(module_name, register)
+        self.registers.clear()
+        while self.patched:
+            module, attribute, consumer = self.patched.pop()
+            setattr(module, attribute, consumer)
+        # A module that bound a replaced consumer while it was replaced (torch's
+        # `from torch.utils.dlpack import from_dlpack`, run while torch imports) gets the
+        # consumer back too; names bound in tests keep a wrapper that now passes through.
         for module_name, attribute in self.consumers:
             module = sys.modules.get(module_name)
-            consumer = getattr(module, attribute, None) if module is not None else None
-            if consumer is None or getattr(consumer, "__dlpack_checked__", None) is self:
-                continue
-            setattr(module, attribute, self.wrap(consumer, f"{module_name}.{attribute}"))
-            self.patched.append((module, attribute, consumer))
+            current = getattr(module, attribute, None) if module is not None else None
+            if getattr(current, "__dlpack_checked__", None) is self:
+                setattr(module, attribute, current.__wrapped__)
 
     def wrap(self, consumer, name):
-        proxy, exchange_of, check_consumer = self.CheckingProxy, self.Exchange, self.check_consumer
+        """`consumer` with each exchange checked: the same signature (inspect.signature
+        follows __wrapped__), its producer argument replaced by a checking proxy wherever it
+        was passed, positionally or by keyword."""
         checker = self
+        proxy_type = self.rules.CheckingProxy
+        keyword = _producer_parameter(consumer)
 
         @functools.wraps(consumer)
-        def from_dlpack(x, *args, **kwargs):
+        def from_dlpack(*args, **kwargs):
+            if not checker.active:
+                return consumer(*args, **kwargs)
+            if args:
+                x = args[0]
+            elif keyword is not None and keyword in kwargs:
+                x = kwargs[keyword]
+            else:
+                return consumer(*args, **kwargs)
             # A proxy already is a checked exchange (one consumer calling another).
-            if type(x) is proxy or getattr(x, "__dlpack__", None) is None:
-                return consumer(x, *args, **kwargs)
-            checker.exchanges += 1
-            source = checker.through_dlinterop(x, name) if checker.relay else x
-            exchange = exchange_of(name, source, checker.report, kwargs)
-            result = consumer(proxy(exchange), *args, **kwargs)
-            check_consumer(exchange, result)
+            if type(x) is proxy_type or getattr(x, "__dlpack__", None) is None:
+                return consumer(*args, **kwargs)
+            options = {k: v for k, v in kwargs.items() if k != keyword}
+            exchange = checker.begin(x, name, options)
+            proxy = proxy_type(exchange)
+            if args:
+                args = (proxy, *args[1:])
+            else:
+                kwargs = {**kwargs, keyword: proxy}
+            try:
+                result = consumer(*args, **kwargs)
+            except BaseException:
+                checker.end(exchange, None, raised=True)
+                raise
+            checker.end(exchange, result)
             return result
 
         from_dlpack.__dlpack_checked__ = self
         return from_dlpack
 
-    def through_dlinterop(self, x, name):
-        """dl.from_dlpack(x), itself a checked exchange; x itself where dlinterop refuses it,
-        and where it is a dl.Tensor already (another hop would turn a Tensor of a legacy
-        capsule, which may go out as one, into a Tensor READ_ONLY by flag, which may not)."""
+    def begin(self, x, name, options):
+        """The exchange of x with consumer `name`, called with `options` (its keywords)."""
+        self.exchanges += 1
+        source = self.through_dlinterop(x, name, options) if self.relay else x
+        if self.sanitizing:
+            self.note_producer(source)
+        return self.rules.Exchange(name, source, self.report, options, watch=True)
+
+    def end(self, exchange, result, raised=False):
+        self.rules.check_consumer(exchange, result, raised)
+        if self.probe and type(exchange.producer) not in self.probed:
+            self.probed.add(type(exchange.producer))
+            self.rules.probe(exchange.producer, exchange.consumer, self.report, watch=True)
+
+    def note_producer(self, x):
+        self.sanitizer_core._sanitizer_note_producer(type(x))
+
+    def through_dlinterop(self, x, name, options):
+        """dl.from_dlpack(x), itself a checked exchange, asked for the consumer's copy= and
+        device= (dlinterop's device where it knows the consumer's); x itself where dlinterop
+        refuses it, and where it is a dl.Tensor already (another hop would turn a Tensor of
+        a legacy capsule, which may go out as one, into a Tensor READ_ONLY by flag, which
+        may not)."""
         import dlinterop as dl
 
         if type(x) is dl.Tensor:
             self.taken_directly += 1
             return x
-        exchange = self.Exchange(f"dlinterop.from_dlpack (relay to {name})", x, self.report, {})
+        asked = {}
+        if options.get("copy") is not None:
+            asked["copy"] = options["copy"]
+        if options.get("device") is not None:
+            try:
+                asked["device"] = dl.Device(options["device"])
+            except Exception:
+                pass  # a device object dlinterop does not know: the consumer places it
+        exchange = self.rules.Exchange(
+            f"dlinterop.from_dlpack (relay to {name})", x, self.report, asked, watch=True
+        )
+        if self.sanitizing:
+            self.note_producer(x)
         try:
-            tensor = dl.from_dlpack(self.CheckingProxy(exchange))
+            tensor = dl.from_dlpack(self.rules.CheckingProxy(exchange), **asked)
         except Exception:
+            self.rules.check_consumer(exchange, None, raised=True)
             self.taken_directly += 1
             return x
-        self.check_consumer(exchange, tensor)
+        self.rules.check_consumer(exchange, tensor)
         self.relayed += 1
         return tensor
 
@@ -229,22 +387,32 @@ class Checker:
 
     # ---- pytest's hooks
 
-    def pytest_collection_finish(self, session):
-        self.patch_present()
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item):
-        self.patch_present()  # consumers a test module imported since
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        # A test that makes reports on purpose: kept for its report, not written at once.
+        quiet = self.sanitizing and item.get_closest_marker("dlpack_sanitizer_expected")
+        if quiet:
+            self.sanitizer_core._sanitizer_write_reports(False)
+        try:
+            return (yield)
+        finally:
+            if quiet:
+                self.sanitizer_core._sanitizer_write_reports(True)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item, call):
         report = yield
+        texts = self.sanitizer.reports(since=self.sanitizer_mark)
+        self.sanitizer_mark = self.sanitizer.report_count()
+        twice = [t for t in texts if t.startswith(self.rules.DELETER_TWICE)]
+        for text in twice:
+            self.report(self.rules.deleter_violation(text))
         found, self.pending = self.pending, []
-        if self.sanitizer is not None:
-            texts = self.sanitizer.reports(since=self.sanitizer_mark)
-            self.sanitizer_mark = self.sanitizer.report_count()
+        if self.sanitizing:
             expected = item.get_closest_marker("dlpack_sanitizer_expected") is not None
-            self.sanitized(report, texts, expected)
+            self.sanitized(report, [t for t in texts if t not in twice], expected)
+        if report.when == "call" and report.passed:
+            self.passed += 1
         if not found:
             return report
         self.reported += [(item.nodeid, v) for v in found]
@@ -268,8 +436,12 @@ class Checker:
             report.outcome = "failed"
             report.longrepr = text
 
+    def relayed_nothing(self):
+        """A relay run that relayed nothing although tests passed proved nothing."""
+        return self.relay and self.relayed == 0 and self.passed > 0
+
     def pytest_sessionfinish(self, session, exitstatus):
-        if self.relay and self.relayed == 0 and exitstatus == 0:
+        if self.relayed_nothing() and exitstatus == 0:
             session.exitstatus = 1
 
     def pytest_terminal_summary(self, terminalreporter):
@@ -281,9 +453,12 @@ class Checker:
             else ""
         )
         if self.check:
-            write(f"{self.exchanges} exchanges checked{relayed}")
-        if self.relay and not self.relayed:
+            probed = f", {len(self.probed)} producer types probed" if self.probe else ""
+            write(f"{self.exchanges} exchanges checked{relayed}{probed}")
+        if self.relayed_nothing():
             write("nothing was relayed through dlinterop: this run fails")
+        elif self.relay and not self.relayed:
+            write("nothing was relayed through dlinterop (no test passed)")
         counts = {}
         for _, v in self.reported:
             key = (v.rule, v.allowed)
@@ -293,8 +468,11 @@ class Checker:
             write(f"  {rule_id}: {n} violation{plural}{' (allowed)' if allowed else ''}")
         if not counts and self.check:
             write("no violations")
-        if self.sanitizer is not None:
-            write(f"sanitizer: {self.sanitizer_reports} reports")
+        if self.sanitizing:
+            notes = self.sanitizer.notes()
+            write(f"sanitizer: {self.sanitizer_reports} reports, {len(notes)} notes")
+            for text in notes:
+                write("  " + text.rstrip("\n").removeprefix("dlinterop sanitizer: "))
             live = self.sanitizer.format_live()
             if live:
                 write(live.rstrip("\n"))
@@ -303,8 +481,7 @@ class Checker:
                 write(f"\n{nodeid}\n{v.text()}")
 
     def pytest_unconfigure(self, config):
-        if self.sanitizer is not None and not self.sanitizer_was_on:
+        if not self.sanitizer_was_on:
+            # Also frees the records of the watched deleters already called once.
             self.sanitizer.disable()
-        while self.patched:
-            module, attribute, consumer = self.patched.pop()
-            setattr(module, attribute, consumer)
+        self.uninstall()

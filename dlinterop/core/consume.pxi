@@ -1,10 +1,18 @@
 # Provides: taking a capsule or a managed tensor into a Tensor (validated completely before
-# it is consumed, its flags included; padded sub-byte data repacked), views of Tensors, and
-# the short cut for dlinterop's own exports.
+# it is consumed, its flags included; padded sub-byte data repacked), views of Tensors, the
+# short cut for dlinterop's own exports; the flags DLPack defines (_DLPACK_FLAGS) and
+# _layout_problem (the importer's verdict on a capsule's layout, for the pytest plugin).
 # Uses: runtime.pxi, dtypes.pxi, tensor_base.pxi, dltensors.pxi, allocator.pxi, export.pxi
 # (dlinterop's own deleters).
 
-# The flag bits DLPack defines; a producer's tensor with any other bit set is refused.
+# The flag bits DLPack defines, by their names in dlpack.h (the conformance checker and the
+# pytest plugin read them; tests/test_dlpack_header.py compares them with the header); a
+# producer's tensor with any other bit set is refused.
+_DLPACK_FLAGS = {
+    "DLPACK_FLAG_BITMASK_READ_ONLY": DLPACK_FLAG_BITMASK_READ_ONLY,
+    "DLPACK_FLAG_BITMASK_IS_COPIED": DLPACK_FLAG_BITMASK_IS_COPIED,
+    "DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED": DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED,
+}
 cdef uint64_t _KNOWN_FLAGS = (DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED
                               | DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED)
 
@@ -90,7 +98,7 @@ cdef Tensor tensor_from_managed(DLManagedTensorVersioned* m, bint readonly):
     else:
         t.managed_versioned = m
         if dli_san_on():
-            dli_san_made(m, DLI_SAN_IMPORT, "managed tensor (C exchange API)")
+            dli_san_imported(m, 1, "managed tensor (C exchange API)")
     return _repacked(t) if padded else t
 
 
@@ -121,7 +129,7 @@ cdef Tensor _consume_capsule(object capsule):
             return t
         t.managed_versioned = mv
         if dli_san_on():
-            dli_san_made(mv, DLI_SAN_IMPORT, NAME_VERSIONED)
+            dli_san_imported(mv, 1, NAME_VERSIONED)
         if _is_padded(mv):
             # The copy holds the values; `t` dies here and the producer's deleter runs.
             t.owner_ref = capsule
@@ -139,7 +147,7 @@ cdef Tensor _consume_capsule(object capsule):
             return t
         t.managed_legacy = ml
         if dli_san_on():
-            dli_san_made(ml, DLI_SAN_IMPORT, NAME_LEGACY)
+            dli_san_imported(ml, 0, NAME_LEGACY)
     elif strcmp(name, NAME_USED_VERSIONED) == 0 or strcmp(name, NAME_USED_LEGACY) == 0:
         if dli_san_on():
             dli_san_consumed_twice(PyCapsule_GetPointer(<PyObject*>capsule, name), name)
@@ -178,3 +186,36 @@ cdef void _adopt_own_export(Tensor t, void* managed, const void* deleter):
         _versioned_deleter(<DLManagedTensorVersioned*>managed)
     else:
         _legacy_deleter(<DLManagedTensor*>managed)
+
+
+def _layout_problem(capsule):
+    """Testing aid (the pytest plugin's producer.well-formed): why dlinterop's importer would
+    refuse the layout of an unconsumed DLPack capsule's tensor as malformed (the
+    BufferError's text), read without consuming it; None when it would take it, when what it
+    refuses is DLPack's but beyond dlinterop (several lanes, a defined type code at a width
+    dlinterop has no DType for, more dimensions than it handles), or when `capsule` is not
+    an unconsumed DLPack capsule. Never raises."""
+    cdef const char* name
+    cdef DLTensor* dl
+    cdef LayoutProblem problem
+    if not PyCapsule_CheckExact(capsule):
+        return None
+    name = PyCapsule_GetName_raw(<PyObject*>capsule)
+    if name != NULL and strcmp(name, NAME_VERSIONED) == 0:
+        dl = &(<DLManagedTensorVersioned*>PyCapsule_GetPointer(<PyObject*>capsule, name)).dl_tensor
+    elif name != NULL and strcmp(name, NAME_LEGACY) == 0:
+        dl = &(<DLManagedTensor*>PyCapsule_GetPointer(<PyObject*>capsule, name)).dl_tensor
+    else:
+        return None     # (a capsule's pointer is never NULL: PyCapsule_New refuses one)
+    problem = _check_dltensor(dl)
+    if problem == LAYOUT_OK or problem == BAD_LANES:
+        return None
+    if problem == BAD_NDIM and dl.ndim > MAX_NDIM:
+        return None
+    if (problem == BAD_DTYPE and dl.dtype.bits != 0 and dl.dtype.lanes != 0
+            and dl.dtype.code in _DLPACK_TYPE_CODES.values()):
+        return None
+    try:
+        _raise_dltensor_problem(dl, problem)
+    except BufferError as error:
+        return str(error)

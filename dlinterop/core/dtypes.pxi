@@ -1,5 +1,6 @@
 # Provides: the DType class, one interned instance per DLPack (code, bits, lanes), dl.dtype()
-# and the conversions from names, NumPy/ml_dtypes/torch dtypes, triples and buffer formats.
+# and the conversions from names, NumPy/ml_dtypes/torch dtypes, triples and buffer formats;
+# the type codes DLPack defines (_DLPACK_TYPE_CODES).
 # Uses: once.pxi (_module_if_run).
 
 cdef dict _dtype_by_key = {}    # packed (code, bits, lanes) -> DType
@@ -101,6 +102,22 @@ cdef class DType:
             return numpy.dtype(getattr(ml_dtypes, self.name))
         except AttributeError:
             raise TypeError(f"ml_dtypes {ml_dtypes.__version__} has no {self.name}") from None
+
+
+# The type codes DLPack defines (dlpack.h's DLDataTypeCode), by their names there: what a
+# producer may send, whether or not dlinterop has a DType for it (kDLOpaqueHandle has none,
+# nor has every width of the others). The conformance checker and the pytest plugin read
+# it; tests/test_dlpack_header.py compares it with the header.
+_DLPACK_TYPE_CODES = {
+    "kDLInt": kDLInt, "kDLUInt": kDLUInt, "kDLFloat": kDLFloat,
+    "kDLOpaqueHandle": kDLOpaqueHandle, "kDLBfloat": kDLBfloat, "kDLComplex": kDLComplex,
+    "kDLBool": kDLBool, "kDLFloat8_e3m4": kDLFloat8_e3m4, "kDLFloat8_e4m3": kDLFloat8_e4m3,
+    "kDLFloat8_e4m3b11fnuz": kDLFloat8_e4m3b11fnuz, "kDLFloat8_e4m3fn": kDLFloat8_e4m3fn,
+    "kDLFloat8_e4m3fnuz": kDLFloat8_e4m3fnuz, "kDLFloat8_e5m2": kDLFloat8_e5m2,
+    "kDLFloat8_e5m2fnuz": kDLFloat8_e5m2fnuz, "kDLFloat8_e8m0fnu": kDLFloat8_e8m0fnu,
+    "kDLFloat6_e2m3fn": kDLFloat6_e2m3fn, "kDLFloat6_e3m2fn": kDLFloat6_e3m2fn,
+    "kDLFloat4_e2m1fn": kDLFloat4_e2m1fn, "kDLBcomplex": kDLBcomplex,
+}
 
 
 cdef DType _register_dtype(str name, uint8_t code, uint8_t bits, uint16_t lanes, const char* fmt):

@@ -124,6 +124,8 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
         if PyCapsule_CheckExact(obj):
             return _tensor_from_capsule(obj)
         producer = _producer_of(cls)
+        if dli_san_on():
+            dli_san_note_producer(<PyObject*>cls)   # once per type: memory it cannot watch
         if producer.numpy_native != 0:
             if producer.numpy_native < 0:
                 # Recorded while the route was being decided: ask again.
@@ -151,6 +153,8 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
         t = _view_of(<Tensor>obj) if cls is Tensor else _tensor_from_capsule(obj)
     else:
         producer = _producer_of(cls)
+        if dli_san_on():
+            dli_san_note_producer(<PyObject*>cls)
         if not producer.torch:
             pass
         elif copy is not True:

@@ -7,6 +7,7 @@ so that a consumer that leaks or double-frees is seen. Nothing here uses ctypes.
 What it uses of the core is only the DLPack structs (dlinterop/dlpack.pxd); see
 dlinterop/testing/_conformance.pxd."""
 cimport cython
+from cpython.buffer cimport PyBUF_RECORDS_RO, PyBuffer_Release, PyObject_GetBuffer
 from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t, uint8_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc
@@ -248,6 +249,48 @@ cdef DLTensor* _described(PyObject* raw, const char* name, bint versioned,
         return &mv.dl_tensor
     info.update(versioned=False, version=None, flags=0, deleter=ml.deleter != NULL)
     return &ml.dl_tensor
+
+
+def capsule_name(capsule):
+    """A capsule's name ("" for none), read without the pointer it holds: safe once a
+    consumer has freed its struct. None for an object that is not a capsule."""
+    if not PyCapsule_CheckExact(capsule):
+        return None
+    cdef const char* name = PyCapsule_GetName_raw(<PyObject*>capsule)
+    if name == NULL:
+        PyErr_Clear()
+        return ""
+    return (<bytes>name).decode(errors="replace")
+
+
+def buffer_span(obj):
+    """(first byte, one past the last byte, read-only) of the memory obj's buffer protocol
+    describes (over its strides, which may be negative); None where it has none."""
+    cdef Py_buffer view
+    cdef Py_ssize_t low = 0, high = 0, span
+    cdef int i
+    try:
+        PyObject_GetBuffer(obj, &view, PyBUF_RECORDS_RO)
+    except Exception:
+        return None
+    try:
+        if view.buf == NULL:
+            return None
+        if view.ndim == 0 or view.shape == NULL or view.strides == NULL:
+            high = view.len
+        else:
+            for i in range(view.ndim):
+                if view.shape[i] == 0:
+                    return (<uintptr_t>view.buf, <uintptr_t>view.buf, bool(view.readonly))
+                span = (view.shape[i] - 1) * view.strides[i]
+                if span < 0:
+                    low += span
+                else:
+                    high += span
+            high += view.itemsize
+        return (<uintptr_t>view.buf + low, <uintptr_t>view.buf + high, bool(view.readonly))
+    finally:
+        PyBuffer_Release(&view)
 
 
 def inspect(capsule):
