@@ -51,6 +51,8 @@ include "core/dltensors.pxi"       # validating foreign DLTensors; the door for 
 include "core/cuda.pxi"            # the hooks into the CUDA layer (dlinterop._cuda)
 include "core/allocator.pxi"       # the size rule, new buffers, the exchange allocator, memory_stats
 include "core/copies.pxi"          # copies between devices and layouts, fills
+include "core/values.pxi"          # element values as Python objects, read in C
+include "core/casts.pxi"           # casts between data types, by NumPy's rules
 include "core/placement.pxi"       # copy=, stream=, alignment: where a Tensor goes
 include "core/export.pxi"          # __dlpack__, to_dlpack: capsules out
 include "core/consume.pxi"         # capsules and managed tensors in
@@ -67,7 +69,6 @@ include "core/exchange.pxi"        # dlinterop's own exchange table, published
 include "core/pickling.pxi"        # pickling by value
 include "core/views.pxi"           # views: transpose, reshape, squeeze, dtype views
 include "core/indexing.pxi"        # t[key]: basic indexing
-include "core/values.pxi"          # element values as Python objects, read in C
 include "core/conversions.pxi"     # __array__: NumPy arrays of every type NumPy holds
 include "core/sanitizer.pxi"       # the lifetime sanitizer's switch and records
 include "core/tensor.pxi"          # the Tensor class itself

@@ -1,7 +1,7 @@
 # Provides: the Tensor class: owned, aligned buffers or imported managed tensors, their
 # attributes, the buffer protocol, and deallocation that never recurses without bound.
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, copies.pxi,
-# placement.pxi, export.pxi, shared.pxi, cuda_ipc.pxi, pickling.pxi, views.pxi,
+# casts.pxi, placement.pxi, export.pxi, shared.pxi, cuda_ipc.pxi, pickling.pxi, views.pxi,
 # indexing.pxi, conversions.pxi.
 #
 # Last, because its methods forward to the files above; those make and read Tensors through
@@ -325,7 +325,13 @@ cdef class Tensor:
         """This Tensor when it is C-contiguous, else a C-contiguous copy (same device)."""
         return _contiguous(self)
 
-    # -- copies -------------------------------------------------------------------------
+    # -- copies and casts (copies.pxi, casts.pxi) ---------------------------------------
+
+    def astype(self, dtype, *, copy=True):
+        """A new C-contiguous Tensor of `dtype` holding these values, cast as NumPy's astype
+        casts (integers wrap; NaN or a value out of an integer type's range is refused);
+        with copy=False, this Tensor itself when it already has that type."""
+        return _astype(self, dtype, copy)
 
     def copy(self, *, device=None):
         """A new owned, C-contiguous Tensor with the same values, on `device` (default:
