@@ -282,3 +282,57 @@ def test_astype_takes_every_dtype_spelling():
     assert t.astype("f2").dtype is dl.float16
     with pytest.raises(ValueError, match="ambiguous"):
         t.astype("float")
+
+
+# -- dl.asarray(x, dtype) and dl.tensor(x, dtype): a cast where the types differ ----------
+
+
+def test_asarray_with_the_sources_dtype_still_shares():
+    a = np.arange(4.0)
+    for dtype in ("float64", float, np.float64, dl.float64):
+        assert dl.asarray(a, dtype).data_ptr == a.ctypes.data
+        assert dl.asarray(a, dtype=dtype, copy=False).data_ptr == a.ctypes.data
+
+
+@pytest.mark.parametrize("target", ["float32", "int16", "bfloat16", "int4", "complex64"])
+def test_asarray_casts_to_another_dtype_as_astype(target):
+    a = np.array([0.5, -1.5, 2.25, 7.0])
+    t = dl.asarray(a, dtype=target)
+    assert t.dtype == target and t.data_ptr != a.ctypes.data
+    assert t.tolist() == dl.asarray(a).astype(target).tolist()
+    assert_same(np.asarray(t), a.astype(dl.dtype(target).to_numpy()), dl.dtype(target))
+
+
+@pytest.mark.parametrize("source", [np.arange(3.0), bytearray(b"\x01\x02"), dl.arange(3)], ids=type)
+def test_asarray_refuses_a_cast_with_copy_false(source):
+    with pytest.raises(dl.CopyError, match="copy=False"):
+        dl.asarray(source, dtype="complex128", copy=False)
+
+
+def test_asarray_of_python_data_makes_the_dtype_asked():
+    assert dl.asarray([1, 2], "int8").dtype is dl.int8
+    assert dl.asarray([[1.5]], dtype=float).tolist() == [[1.5]]
+    with pytest.raises(OverflowError):  # a Python value, as NumPy 2 refuses it
+        dl.asarray([300], "int8")
+
+
+def test_asarray_of_a_dlpack_producer_casts_after_import():
+    import torch
+
+    x = torch.arange(4, dtype=torch.int32)
+    t = dl.asarray(x, dtype="float64")
+    assert t.dtype is dl.float64 and t.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert dl.asarray(x, dtype="int32").data_ptr == x.data_ptr()
+
+
+def test_tensor_with_a_dtype_casts_a_copy_once():
+    a = np.arange(3, dtype=np.int64)
+    t = dl.tensor(a, float)
+    assert t.dtype is dl.float64 and t.owner is None and t.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_a_cast_of_memory_the_host_cannot_read_is_refused():
+    t = dl.from_dlpack(forge(shape=(2, 3), device=(21, 0)).capsule)
+    with pytest.raises(BufferError, match="ascend"):
+        dl.asarray(t, dtype="float64")
+    assert dl.asarray(t, dtype="float32") is t
