@@ -69,6 +69,7 @@ include "core/exchange.pxi"        # dlinterop's own exchange table, published
 include "core/pickling.pxi"        # pickling by value
 include "core/views.pxi"           # views: transpose, reshape, squeeze, dtype views
 include "core/indexing.pxi"        # t[key]: basic indexing
+include "core/assignment.pxi"      # t[key] = value: broadcast, cast
 include "core/conversions.pxi"     # __array__: NumPy arrays of every type NumPy holds
 include "core/sanitizer.pxi"       # the lifetime sanitizer's switch and records
 include "core/tensor.pxi"          # the Tensor class itself

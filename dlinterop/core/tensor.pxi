@@ -2,7 +2,7 @@
 # attributes, the buffer protocol, and deallocation that never recurses without bound.
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, copies.pxi,
 # casts.pxi, placement.pxi, export.pxi, shared.pxi, cuda_ipc.pxi, pickling.pxi, views.pxi,
-# indexing.pxi, conversions.pxi.
+# indexing.pxi, assignment.pxi, conversions.pxi.
 #
 # Last, because its methods forward to the files above; those make and read Tensors through
 # its C fields (declared in _core.pxd) and tensor_base.pxi, never through its methods.
@@ -215,6 +215,12 @@ cdef class Tensor:
         """Basic indexing, a view: integers, slices (negative steps too), ``...`` and
         ``None``. The view holds the memory's owner and is read-only when this Tensor is."""
         return _getitem(self, key)
+
+    def __setitem__(self, key, value):
+        """Assignment into the elements ``self[key]`` selects (any key indexing takes): a
+        number, Python data, a Tensor or any array dl.asarray takes, broadcast and cast as
+        NumPy assigns (assignment.pxi)."""
+        _setitem(self, key, value)
 
     @property
     def T(self):
