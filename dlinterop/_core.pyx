@@ -72,4 +72,6 @@ include "core/indexing.pxi"        # t[key]: basic indexing
 include "core/assignment.pxi"      # t[key] = value: broadcast, cast
 include "core/conversions.pxi"     # __array__: NumPy arrays of every type NumPy holds
 include "core/sanitizer.pxi"       # the lifetime sanitizer's switch and records
+include "core/release.pxi"         # a dying Tensor's releases
+include "core/buffer_export.pxi"   # the buffer protocol's export
 include "core/tensor.pxi"          # the Tensor class itself

@@ -1,7 +1,7 @@
 # Provides: the lifetime sanitizer's switch and records for dlinterop.sanitizer
 # (_sanitizer_start, _sanitizer_stop, _sanitizer_recording, _sanitizer_live,
 # _sanitizer_reports, _sanitizer_report_total); its hooks sit in the paths they watch
-# (export.pxi, consume.pxi, tensor.pxi, allocator.pxi, the host allocator in src/runtime.c).
+# (export.pxi, consume.pxi, release.pxi, allocator.pxi, the host allocator in src/runtime.c).
 # Uses: runtime.pxi (src/sanitizer.h).
 
 

@@ -1,21 +1,12 @@
 # Provides: the Tensor class: owned, aligned buffers or imported managed tensors, their
-# attributes, the buffer protocol, and deallocation that never recurses without bound.
+# attributes, and the methods that forward to the files above (its deallocation to
+# release.pxi, its buffer protocol to buffer_export.pxi).
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, copies.pxi,
 # casts.pxi, placement.pxi, export.pxi, shared.pxi, cuda_ipc.pxi, pickling.pxi, views.pxi,
-# indexing.pxi, assignment.pxi, conversions.pxi.
+# indexing.pxi, assignment.pxi, conversions.pxi, release.pxi, buffer_export.pxi.
 #
 # Last, because its methods forward to the files above; those make and read Tensors through
 # its C fields (declared in _core.pxd) and tensor_base.pxi, never through its methods.
-
-# Deallocation's releases, queued past a depth rather than recursing (src/release_queue.h).
-cdef extern from "release_queue.h":
-    bint dli_release_too_deep() noexcept
-    void dli_release_later(DLManagedTensorVersioned* versioned, DLManagedTensor* legacy,
-                           PyObject* owner) noexcept
-    void dli_release_enter() noexcept
-    void dli_release_leave() noexcept
-    void dli_incref "Py_INCREF" (PyObject* obj) noexcept
-
 
 # No GC support, like NumPy's ndarray: a Tensor's only object reference is its owner,
 # which never refers back to it in any way dlinterop creates, and GC tracking would cost
@@ -48,49 +39,7 @@ cdef class Tensor:
                         "dl.full, dl.from_dlpack or dl.asarray")
 
     def __dealloc__(self):
-        cdef DLManagedTensorVersioned* mv = self.managed_versioned
-        cdef DLManagedTensor* ml = self.managed_legacy
-        cdef PyObject* owner
-        self.managed_versioned = NULL
-        self.managed_legacy = NULL
-        if self.alloc_base != NULL:
-            if self.dl.device.device_type == kDLCPU:
-                dli_host_free(self.alloc_base, self.alloc_nbytes)
-            else:
-                _device_free(self.alloc_base, self.alloc_nbytes, self.dl.device)
-            self.alloc_base = NULL
-        if self.shape_strides != self.inline_storage:
-            free(self.shape_strides)
-            self.shape_strides = self.inline_storage
-        # Releasing the managed tensor or the owner may free other Tensors (a chain through
-        # other frameworks' tensors: torch -> dlinterop -> torch ...), each from inside the
-        # last one's deallocation; past a depth the releases are queued for the outermost
-        # deallocation, as CPython's trashcan does for containers.
-        if dli_release_too_deep():
-            if dli_san_on() and (mv != NULL or ml != NULL):
-                dli_san_import_released(<void*>mv if mv != NULL else <void*>ml)
-            owner = <PyObject*>self.owner_ref
-            dli_incref(owner)
-            self.owner_ref = None
-            dli_release_later(mv, ml, owner)
-            return
-        dli_release_enter()
-        # Only an imported tensor has one: its sanitizer hook costs the others nothing.
-        if mv != NULL:
-            if dli_san_on():
-                dli_san_import_released(mv)
-            if mv.deleter != NULL:
-                mv.deleter(mv)
-        if ml != NULL:
-            if dli_san_on():
-                dli_san_import_released(ml)
-            if ml.deleter != NULL:
-                ml.deleter(ml)
-        # Dropped here, where Cython keeps any pending exception aside, not in the generated
-        # clean-up after this method: an owner's destructor (a foreign capsule's, say) may
-        # run Python code, which must not see an exception in flight.
-        self.owner_ref = None
-        dli_release_leave()
+        _release_tensor(self)
 
     cdef DLTensor* dltensor(self) noexcept nogil:
         return &self.dl
@@ -359,61 +308,10 @@ cdef class Tensor:
     # -- buffer protocol ----------------------------------------------------------------
 
     def __getbuffer__(self, Py_buffer* buf, int flags):
-        # Read from the C fields alone: no Python attribute, no DType lookup (the error
-        # messages aside).
-        cdef const char* fmt = _buffer_format_of(self.dl.dtype)
-        cdef int64_t itemsize = item_bytes(self.dl.dtype)
-        cdef Py_ssize_t* byte_strides = NULL
-        cdef int64_t length
-        cdef int ndim = self.dl.ndim
-        cdef int i
-        cdef bint strides_wanted = (flags & PyBUF_STRIDES) == PyBUF_STRIDES
-        cdef bint one_axis
-        if not host_accessible(self.dl.device.device_type):
-            raise BufferError(f"memory on {self.device} is not host-accessible; "
-                              f"{_host_hint(self.dl.device)}")
-        if fmt == NULL:
-            raise BufferError(f"the buffer protocol has no format for {self.dtype.name}; "
-                              "use DLPack (from_dlpack) to exchange it")
-        if (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE and _is_readonly(self):
-            raise BufferError("tensor is read-only")
-        # The layout is looked at only for a request that names one (a strided request,
-        # NumPy's and memoryview's, takes any).
-        if not strides_wanted or (flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS:
-            if not is_c_contiguous(&self.dl):
-                raise BufferError("tensor is not C-contiguous")
-        if (flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS and ndim > 1:
-            raise BufferError("tensor is not Fortran-contiguous")
-        if ((flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS
-                and not is_c_contiguous(&self.dl)):
-            raise BufferError("tensor is not contiguous")
-        if __builtin_mul_overflow(element_count(&self.dl), itemsize, &length):
-            # A broadcast view can name more bytes than an address space holds.
-            raise BufferError(f"a buffer of {self.size} x {itemsize} bytes cannot be described")
-        # One contiguous axis: its stride is the item size, which the buffer holds itself
-        # (buf.strides points at buf.itemsize, as CPython's array does): nothing to allocate.
-        one_axis = ndim == 1 and self.dl.strides[0] == 1
-        if ndim > 0 and strides_wanted and not one_axis:
-            byte_strides = <Py_ssize_t*>malloc(ndim * sizeof(Py_ssize_t))
-            if byte_strides == NULL:
-                raise MemoryError()
-            for i in range(ndim):
-                byte_strides[i] = <Py_ssize_t>(self.dl.strides[i] * itemsize)
-        buf.buf = <char*>self.dl.data + self.dl.byte_offset
-        buf.obj = self
-        buf.len = <Py_ssize_t>length
-        buf.readonly = _is_readonly(self)
-        buf.itemsize = <Py_ssize_t>itemsize
-        buf.format = <char*>fmt if (flags & PyBUF_FORMAT) == PyBUF_FORMAT else NULL
-        buf.ndim = ndim
-        buf.shape = <Py_ssize_t*>self.dl.shape if (flags & PyBUF_ND) == PyBUF_ND else NULL
-        buf.strides = &buf.itemsize if strides_wanted and one_axis else byte_strides
-        buf.suboffsets = NULL
-        buf.internal = byte_strides   # freed by __releasebuffer__ (NULL: nothing to free)
+        _fill_buffer(self, buf, flags)
 
     def __releasebuffer__(self, Py_buffer* buf):
-        free(buf.internal)
-        buf.internal = NULL
+        _release_buffer(buf)
 
     # -- pickle -------------------------------------------------------------------------
 
