@@ -170,6 +170,15 @@ class Tensor:
         | None
         | tuple[SupportsIndex | slice | EllipsisType | None, ...],
     ) -> Tensor: ...
+    def __setitem__(
+        self,
+        key: SupportsIndex
+        | slice
+        | EllipsisType
+        | None
+        | tuple[SupportsIndex | slice | EllipsisType | None, ...],
+        value: Any,
+    ) -> None: ...
     @property
     def T(self) -> Tensor: ...
     def transpose(self, *axes: SupportsIndex | tuple[SupportsIndex, ...]) -> Tensor: ...
