@@ -4,6 +4,8 @@ ordering comparisons, and arithmetic refused with a pointer to the frameworks. N
 result for the same operation is the reference. Casts are tested in test_casts.py,
 assignment in test_setitem.py."""
 
+import operator
+
 import numpy as np
 import pytest
 
@@ -44,3 +46,79 @@ def test_ambiguous_names_stay_refused(name):
 def test_other_python_types_are_no_dtype(other):
     with pytest.raises(TypeError, match="cannot interpret"):
         dl.dtype(other)
+
+
+# -- the ordering comparisons, element-wise as == is --------------------------------------
+
+COMPARED = ["bool", "int8", "uint8", "int64", "uint64", "float16", "float32", "float64"]
+COMPARED += ["complex64", "complex128", "bfloat16", "float8_e4m3fn", "int4"]
+OPERATORS = [operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne]
+
+
+def varied(name, shape):
+    """Values of `name` with repeats (so that ties occur), NaN where the type has one."""
+    base = (np.arange(int(np.prod(shape))) * 7 % 5 - 2).reshape(shape)
+    np_dtype = dl.dtype(name).to_numpy()
+    if name.startswith("complex"):
+        values = base + 1j * (base[::-1] if base.ndim else base)
+        values.flat[0] = complex(np.nan, 1)
+        return values.astype(np_dtype)
+    if name == "bool" or name.startswith("uint"):
+        return (base % 2 if name == "bool" else base + 2).astype(np_dtype)
+    values = base.astype(np.float64)
+    if "float" in name:
+        values.flat[-1] = np.nan
+    return values.astype(np_dtype)
+
+
+@pytest.mark.parametrize("name", COMPARED)
+@pytest.mark.parametrize("op", OPERATORS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("shapes", [((6,), (6,)), ((3, 1), (4,)), ((2, 3), ())], ids=str)
+def test_comparison_is_numpys_element_wise(name, op, shapes):
+    a, b = varied(name, shapes[0]), varied(name, shapes[1])[..., ::-1] if shapes[1] else None
+    b = varied(name, shapes[1]) if b is None else b
+    got = op(dl.asarray(a), dl.asarray(b))
+    assert got.dtype is dl.bool_ and got.shape == np.broadcast_shapes(a.shape, b.shape)
+    with np.errstate(invalid="ignore"):
+        assert got.tolist() == op(a, b).tolist()
+
+
+@pytest.mark.parametrize("op", OPERATORS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("scalar", [1, 1.5, True, np.float32(0.5), np.int64(-1), 2**70])
+def test_comparison_with_a_scalar_either_side_is_numpys(op, scalar):
+    a = np.array([-1.0, 0.5, 1.0, 2.0, np.nan])
+    t = dl.asarray(a)
+    assert op(t, scalar).tolist() == op(a, scalar).tolist()
+    assert op(scalar, t).tolist() == op(scalar, a).tolist()
+
+
+def test_values_compare_exactly_as_python_numbers():
+    # NumPy converts int64 to float64 against a float array: 2**53 + 1 == 2.0**53 there.
+    assert (dl.tensor([2**53 + 1]) == dl.tensor([2.0**53], dtype=float)).tolist() == [False]
+    assert (dl.tensor([2**53 + 1]) > 2.0**53).tolist() == [True]
+
+
+def test_comparison_of_complex_values_follows_numpys_order():
+    parts = [0.0, 1.0, np.nan]
+    values = np.array([complex(r, i) for r in parts for i in parts])
+    a, b = np.repeat(values, len(values)), np.tile(values, len(values))
+    for op in OPERATORS[:4]:
+        with np.errstate(invalid="ignore"):
+            assert op(dl.asarray(a), dl.asarray(b)).tolist() == op(a, b).tolist()
+
+
+def test_comparison_with_what_is_no_array_is_refused_as_python_refuses():
+    t = dl.arange(3)
+    with pytest.raises(TypeError, match="'<' not supported"):
+        t < "a"
+    with pytest.raises(TypeError, match="'>=' not supported"):
+        t >= object()
+    with pytest.raises(ValueError, match="cannot be broadcast"):
+        t < dl.arange(4)
+
+
+def test_vector_types_have_no_order():
+    t = dl.full((2,), 1.0, "float4_e2m1fn_x2")
+    assert (t == t).tolist() == [True, True]
+    with pytest.raises(TypeError, match="no order"):
+        t < t

@@ -251,21 +251,22 @@ cdef class Tensor:
             raise TypeError(f"only integer tensors can be an index, not {self.dtype.name}")
         return _index_value(self)
 
-    # == and != compare values element by element, as NumPy's and PyTorch's arrays do,
+    # The comparisons compare values element by element, as NumPy's and PyTorch's arrays do,
     # giving a bool Tensor (so `if t == u` asks for one truth value of several, and raises);
     # the hash stays the identity's, as PyTorch keeps it, so that Tensors still key dicts.
-    def __eq__(self, other):
-        return _compare(self, other, False)
-
-    def __ne__(self, other):
-        return _compare(self, other, True)
+    def __eq__(self, other): return _compare(self, other, Py_EQ)
+    def __ne__(self, other): return _compare(self, other, Py_NE)
+    def __lt__(self, other): return _compare(self, other, Py_LT)
+    def __le__(self, other): return _compare(self, other, Py_LE)
+    def __gt__(self, other): return _compare(self, other, Py_GT)
+    def __ge__(self, other): return _compare(self, other, Py_GE)
 
     def __hash__(self):
         return object.__hash__(self)
 
     def __contains__(self, value):
         """True when some element equals `value` (NumPy's `(t == value).any()`)."""
-        result = _compare(self, value, False)
+        result = _compare(self, value, Py_EQ)
         if result is NotImplemented:
             return False
         return any(_read_values(<Tensor>result, True))

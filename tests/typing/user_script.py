@@ -51,3 +51,4 @@ assert_type(dl.check_tensor(out, "out", dtype="int32", ndim=1, writable=True), d
 t[0, 1] = 2.5
 t[:, ::2] = [[1.0, 2.0]]
 assert_type(t.astype(float, copy=False), dl.Tensor)
+assert_type(t < 1.0, dl.Tensor)
