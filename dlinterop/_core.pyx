@@ -69,6 +69,7 @@ include "core/bridge.pxi"          # asarray over the array interfaces and the b
 include "core/exchange.pxi"        # dlinterop's own exchange table, published
 include "core/pickling.pxi"        # pickling by value
 include "core/views.pxi"           # views: transpose, reshape, squeeze, dtype views
+include "core/orders.pxi"          # copy(order=), flatten, ravel
 include "core/indexing.pxi"        # t[key]: basic indexing
 include "core/assignment.pxi"      # t[key] = value: broadcast, cast
 include "core/conversions.pxi"     # __array__: NumPy arrays of every type NumPy holds

@@ -122,3 +122,79 @@ def test_vector_types_have_no_order():
     assert (t == t).tolist() == [True, True]
     with pytest.raises(TypeError, match="no order"):
         t < t
+
+
+# -- copy(order=), flatten and ravel --------------------------------------------------------
+
+LAYOUTS = {
+    "contiguous": lambda x: x,
+    "transposed": lambda x: x.transpose(2, 0, 1),
+    "stepped": lambda x: x[:, ::-1, ::2],
+    "reversed": lambda x: x.T,
+    "broadcast": lambda x: x[:, :1, :],
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("order", ["C", "F", "A", "K"])
+@pytest.mark.parametrize("name", ["int16", "float64", "bool", "bfloat16"])
+def test_flatten_ravel_and_copy_are_numpys(layout, order, name):
+    a = LAYOUTS[layout](np.arange(24).reshape(2, 3, 4).astype(dl.dtype(name).to_numpy()))
+    t = LAYOUTS[layout](dl.tensor(np.arange(24).reshape(2, 3, 4), dtype=name))
+    assert t.flatten(order).tolist() == a.flatten(order).tolist()
+    assert t.ravel(order).tolist() == a.ravel(order).tolist()
+    copy = t.copy(order)
+    assert copy.tolist() == a.tolist() and copy.owner is None
+    # The layout NumPy gives, along the axes that have one (an axis of one element has none).
+    expected = a.copy(order).strides
+    strides = [s * a.dtype.itemsize for s in copy.strides]
+    assert [s for s, n in zip(strides, a.shape) if n > 1] == [
+        s for s, n in zip(expected, a.shape) if n > 1
+    ]
+
+
+def test_flatten_is_always_a_copy_that_owns_its_memory():
+    t = dl.arange(6)
+    flat = t.flatten()
+    assert flat.data_ptr != t.data_ptr and flat.owner is None and flat.shape == (6,)
+    assert dl.tensor(3.5).flatten().tolist() == [3.5]
+
+
+def test_ravel_is_a_view_where_the_strides_allow_as_numpy():
+    m = dl.arange(12).reshape(3, 4)
+    assert m.ravel().data_ptr == m.data_ptr and m.ravel().owner is m.owner
+    assert m.T.ravel("F").data_ptr == m.data_ptr
+    reversed_rows = np.arange(12).reshape(3, 4)[:, ::-1]
+    assert m[:, ::-1].ravel("K").tolist() == reversed_rows.ravel("K").tolist()
+    assert m[:, ::2].ravel().data_ptr == m.data_ptr  # evenly spaced: NumPy's view too
+    cut = m[:, :3].ravel()
+    assert cut.owner is not m.owner and cut.tolist() == [0, 1, 2, 4, 5, 6, 8, 9, 10]
+
+
+def test_copy_is_c_contiguous_and_writable_by_default():
+    a = np.arange(6.0).reshape(2, 3).T
+    a.flags.writeable = False
+    t = dl.asarray(a)
+    copy = t.copy()
+    assert copy.is_contiguous() and not copy.readonly and copy.tolist() == a.tolist()
+
+
+def test_packed_sub_byte_types_are_read_in_c_order():
+    t = dl.tensor([[1, -2, 3], [4, 5, -6]], dtype="int4")
+    assert t.flatten().tolist() == [1, -2, 3, 4, 5, -6] == t.ravel().tolist()
+    assert t.copy("K").tolist() == t.tolist() and t.copy("A").is_contiguous()
+    for method in (t.flatten, t.ravel, t.copy):
+        with pytest.raises(ValueError, match="packed"):
+            method("F")
+
+
+@pytest.mark.parametrize("order", ["c", "X", 1])
+def test_other_orders_are_refused(order):
+    with pytest.raises(ValueError, match="order must be one of"):
+        dl.zeros((2, 2)).flatten(order)
+
+
+def test_order_none_is_c_as_numpy_reads_it():
+    t = dl.arange(6).reshape(2, 3).T
+    assert t.flatten(None).tolist() == [0, 3, 1, 4, 2, 5] == t.ravel(None).tolist()
+    assert t.copy(None).is_contiguous()

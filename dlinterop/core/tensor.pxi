@@ -1,8 +1,8 @@
 # Provides: the Tensor class: owned, aligned buffers or imported managed tensors, their
 # attributes, and the methods that forward to the files above (its deallocation to
 # release.pxi, its buffer protocol to buffer_export.pxi).
-# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, copies.pxi,
-# casts.pxi, placement.pxi, export.pxi, shared.pxi, cuda_ipc.pxi, pickling.pxi, views.pxi,
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, casts.pxi,
+# placement.pxi, export.pxi, shared.pxi, cuda_ipc.pxi, pickling.pxi, views.pxi, orders.pxi,
 # indexing.pxi, assignment.pxi, conversions.pxi, release.pxi, buffer_export.pxi.
 #
 # Last, because its methods forward to the files above; those make and read Tensors through
@@ -289,11 +289,22 @@ cdef class Tensor:
         with copy=False, this Tensor itself when it already has that type."""
         return _astype(self, dtype, copy)
 
-    def copy(self, *, device=None):
-        """A new owned, C-contiguous Tensor with the same values, on `device` (default:
-        the same device)."""
+    def copy(self, order="C", *, device=None):
+        """A new Tensor owning its memory with the same values, on `device` (default: the
+        same device): C-contiguous, or laid out in NumPy's `order` ("F": Fortran order, "A":
+        "F" when this Tensor is Fortran- and not C-contiguous, "K": as its axes lie)."""
         cdef DLDevice target = self.dl.device if device is None else _parse_device(device)
-        return _copy_tensor(self, target)
+        return _copy_in_order(self, target, order)
+
+    def flatten(self, order="C"):
+        """A new one-axis Tensor with these values, always a copy (NumPy's flatten; `order`
+        as in copy: the order the values are read in)."""
+        return _flattened(self, order)
+
+    def ravel(self, order="C"):
+        """These values on one axis: a view where the strides allow it, else a copy, as
+        NumPy's ravel (`order` as in flatten)."""
+        return _raveled(self, order)
 
     def to(self, device, *, copy=None, stream=None):
         """This Tensor when it already lives on `device` and copy is not True, else a copy.

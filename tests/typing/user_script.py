@@ -52,3 +52,6 @@ t[0, 1] = 2.5
 t[:, ::2] = [[1.0, 2.0]]
 assert_type(t.astype(float, copy=False), dl.Tensor)
 assert_type(t < 1.0, dl.Tensor)
+assert_type(t.flatten(), dl.Tensor)
+assert_type(t.ravel("K"), dl.Tensor)
+assert_type(t.copy("F"), dl.Tensor)
