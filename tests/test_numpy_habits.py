@@ -1,8 +1,8 @@
 """What a NumPy user types first, and gets NumPy's answer for: Python's number types as
-dtypes, NumPy scalars and 0-d arrays taken as numbers, flatten/ravel/copy(order=), the
-ordering comparisons, and arithmetic refused with a pointer to the frameworks. NumPy's own
-result for the same operation is the reference. Casts are tested in test_casts.py,
-assignment in test_setitem.py."""
+dtypes, the ordering comparisons, arithmetic refused with a pointer to the frameworks,
+flatten/ravel/copy(order=). NumPy's own result for the same operation is the reference.
+Casts are tested in test_casts.py, assignment in test_setitem.py, NumPy scalars and 0-d
+arrays as numbers in test_python_data.py."""
 
 import operator
 
@@ -122,6 +122,59 @@ def test_vector_types_have_no_order():
     assert (t == t).tolist() == [True, True]
     with pytest.raises(TypeError, match="no order"):
         t < t
+
+
+# -- arithmetic: refused, pointing to the frameworks ---------------------------------------
+
+BINARY = [
+    operator.add,
+    operator.sub,
+    operator.mul,
+    operator.matmul,
+    operator.truediv,
+    operator.floordiv,
+    operator.mod,
+    divmod,
+    operator.pow,
+    operator.lshift,
+    operator.rshift,
+    operator.and_,
+    operator.or_,
+    operator.xor,
+]
+
+
+@pytest.mark.parametrize("op", BINARY, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("other", [1, 2.5, [1, 2, 3], "tensor"])
+def test_arithmetic_is_refused_with_a_pointer_to_numpy(op, other):
+    t = dl.arange(3)
+    other = dl.arange(3) if other == "tensor" else other
+    for left, right in ((t, other), (other, t)):
+        with pytest.raises(TypeError, match=r"np\.from_dlpack\(t\).*docs/quickstart\.md"):
+            op(left, right)
+
+
+@pytest.mark.parametrize("op", [operator.neg, operator.pos, operator.invert, abs])
+def test_unary_arithmetic_is_refused_with_a_pointer_to_numpy(op):
+    with pytest.raises(TypeError, match="bad operand type.*np.from_dlpack"):
+        op(dl.arange(3))
+
+
+def test_in_place_arithmetic_is_refused_and_changes_nothing():
+    t = dl.arange(3)
+    before = t
+    with pytest.raises(TypeError, match="does no math"):
+        t += 1
+    assert t is before and t.tolist() == [0, 1, 2]
+
+
+def test_math_is_done_by_numpy_over_the_same_memory():
+    t = dl.arange(3, dtype=float)
+    a = np.from_dlpack(t)
+    assert (a + 1).tolist() == [1.0, 2.0, 3.0]
+    a *= 2  # in place: the Tensor's memory
+    assert t.tolist() == [0.0, 2.0, 4.0]
+    assert (np.ones(3) + t).tolist() == [1.0, 3.0, 5.0]  # NumPy's operator reads the Tensor
 
 
 # -- copy(order=), flatten and ravel --------------------------------------------------------

@@ -1,12 +1,29 @@
 # Provides: the Tensor class: owned, aligned buffers or imported managed tensors, their
 # attributes, and the methods that forward to the files above (its deallocation to
-# release.pxi, its buffer protocol to buffer_export.pxi).
+# release.pxi, its buffer protocol to buffer_export.pxi); arithmetic operators that refuse,
+# pointing to the frameworks (_no_arithmetic).
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, casts.pxi,
 # placement.pxi, export.pxi, shared.pxi, cuda_ipc.pxi, pickling.pxi, views.pxi, orders.pxi,
 # indexing.pxi, assignment.pxi, conversions.pxi, release.pxi, buffer_export.pxi.
 #
 # Last, because its methods forward to the files above; those make and read Tensors through
 # its C fields (declared in _core.pxd) and tensor_base.pxi, never through its methods.
+
+# dlinterop is not an array library: the arithmetic operators refuse, saying where the
+# math is done. Raised, not NotImplemented, whatever the other operand: the answer is the
+# same for all of them, and an operand whose own operator takes a Tensor (a NumPy array
+# reads it without a copy) runs first anyway when it is on the left.
+cdef object _no_arithmetic(object left, object right, str op):
+    """TypeError for `left op right` (op ending in "(": a unary operator on left)."""
+    if op.endswith("("):
+        head = f"bad operand type for {op.rstrip('(')}: '{type(left).__name__}'"
+    else:
+        head = (f"unsupported operand type(s) for {op}: '{type(left).__name__}' and "
+                f"'{type(right).__name__}'")
+    raise TypeError(head + ": dlinterop moves memory and does no math; do it in NumPy or "
+                    "PyTorch, which take the Tensor without a copy: np.from_dlpack(t) + 1 "
+                    "(docs/quickstart.md, \"Math\")")
+
 
 # No GC support, like NumPy's ndarray: a Tensor's only object reference is its owner,
 # which never refers back to it in any way dlinterop creates, and GC tracking would cost
@@ -260,6 +277,40 @@ cdef class Tensor:
     def __le__(self, other): return _compare(self, other, Py_LE)
     def __gt__(self, other): return _compare(self, other, Py_GT)
     def __ge__(self, other): return _compare(self, other, Py_GE)
+
+    # No arithmetic (_no_arithmetic above): in-place operators fall back to these.
+    def __add__(self, other): return _no_arithmetic(self, other, "+")
+    def __radd__(self, other): return _no_arithmetic(other, self, "+")
+    def __sub__(self, other): return _no_arithmetic(self, other, "-")
+    def __rsub__(self, other): return _no_arithmetic(other, self, "-")
+    def __mul__(self, other): return _no_arithmetic(self, other, "*")
+    def __rmul__(self, other): return _no_arithmetic(other, self, "*")
+    def __matmul__(self, other): return _no_arithmetic(self, other, "@")
+    def __rmatmul__(self, other): return _no_arithmetic(other, self, "@")
+    def __truediv__(self, other): return _no_arithmetic(self, other, "/")
+    def __rtruediv__(self, other): return _no_arithmetic(other, self, "/")
+    def __floordiv__(self, other): return _no_arithmetic(self, other, "//")
+    def __rfloordiv__(self, other): return _no_arithmetic(other, self, "//")
+    def __mod__(self, other): return _no_arithmetic(self, other, "%")
+    def __rmod__(self, other): return _no_arithmetic(other, self, "%")
+    def __divmod__(self, other): return _no_arithmetic(self, other, "divmod()")
+    def __rdivmod__(self, other): return _no_arithmetic(other, self, "divmod()")
+    def __pow__(self, other, mod=None): return _no_arithmetic(self, other, "** or pow()")
+    def __rpow__(self, other, mod=None): return _no_arithmetic(other, self, "** or pow()")
+    def __lshift__(self, other): return _no_arithmetic(self, other, "<<")
+    def __rlshift__(self, other): return _no_arithmetic(other, self, "<<")
+    def __rshift__(self, other): return _no_arithmetic(self, other, ">>")
+    def __rrshift__(self, other): return _no_arithmetic(other, self, ">>")
+    def __and__(self, other): return _no_arithmetic(self, other, "&")
+    def __rand__(self, other): return _no_arithmetic(other, self, "&")
+    def __or__(self, other): return _no_arithmetic(self, other, "|")
+    def __ror__(self, other): return _no_arithmetic(other, self, "|")
+    def __xor__(self, other): return _no_arithmetic(self, other, "^")
+    def __rxor__(self, other): return _no_arithmetic(other, self, "^")
+    def __neg__(self): return _no_arithmetic(self, None, "unary -(")
+    def __pos__(self): return _no_arithmetic(self, None, "unary +(")
+    def __invert__(self): return _no_arithmetic(self, None, "unary ~(")
+    def __abs__(self): return _no_arithmetic(self, None, "abs()(")
 
     def __hash__(self):
         return object.__hash__(self)
