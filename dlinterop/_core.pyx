@@ -63,6 +63,7 @@ include "core/torch_bits.pxi"      # PyTorch's requires_grad and lazy conj/neg v
 include "core/numpy_route.pxi"     # NumPy's C API, both ways
 include "core/producers.pxi"       # what is known per producer type, cached
 include "core/importer.pxi"        # from_dlpack, the exchange table consumer
+include "core/numbers.pxi"         # NumPy scalars and 0-d arrays as numbers
 include "core/creation.pxi"        # empty, zeros, ones, full; dl.share
 include "core/python_data.pxi"     # arange, Tensors from nested sequences
 include "core/bridge.pxi"          # asarray over the array interfaces and the buffer protocol

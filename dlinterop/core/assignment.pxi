@@ -4,8 +4,8 @@
 # and cast as NumPy's assignment casts (casts.pxi); a source that overlaps the destination
 # is read through a copy; read-only memory and memory the host cannot write refused.
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi (_host_hint),
-# copies.pxi, values.pxi (_count_fits), casts.pxi, creation.pxi (_encode_common),
-# python_data.pxi, bridge.pxi, views.pxi (_layout_view), indexing.pxi.
+# copies.pxi, values.pxi (_count_fits), casts.pxi, numbers.pxi (_unboxed), creation.pxi
+# (_encode_common), python_data.pxi, bridge.pxi, views.pxi (_layout_view), indexing.pxi.
 
 cdef DLDataType _ONE_BYTE = (<DType>uint8).dl
 
@@ -39,6 +39,7 @@ cdef int _setitem(Tensor t, object key, object value) except -1:
     cdef char* base = <char*>t.dl.data + t.dl.byte_offset
     for i in range(ndim):
         zeros[i] = 0
+    value = _unboxed(value)       # a NumPy scalar is a Python value, as NumPy 2 reads it
     t_type = type(value)
     if (t_type is float or t_type is int or t_type is bool) and \
             _encode_common(dt, value, <char*>element):

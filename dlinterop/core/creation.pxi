@@ -3,7 +3,7 @@
 # encoding of values for every data type (sub-byte ones packed: _encode_values, and
 # _store_values, which python_data.pxi and conversions.pxi use too); dl.share.
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, allocator.pxi,
-# copies.pxi, placement.pxi, shared.pxi, cuda_ipc.pxi, importer.pxi.
+# copies.pxi, placement.pxi, shared.pxi, cuda_ipc.pxi, importer.pxi, numbers.pxi.
 
 cdef inline DType _dtype_arg(object x):
     """The DType a creation call's dtype argument names: a DType, None (float32) and a
@@ -107,9 +107,11 @@ cdef tuple _INFERRED_DTYPES = (bool_, int64, float32, complex64)
 
 def full(shape, value, dtype=None, *, device="cpu", alignment=256,
          shared=False):
-    """A new Tensor of `shape` filled with `value`. Without a dtype it is inferred from the
-    value as PyTorch does: bool -> bool, int -> int64, float -> float32, complex ->
+    """A new Tensor of `shape` filled with `value` (a number: a NumPy scalar or a 0-d array
+    counts as the Python number it holds, as in PyTorch). Without a dtype it is inferred
+    from the value as PyTorch does: bool -> bool, int -> int64, float -> float32, complex ->
     complex64 (NumPy infers float64 and complex128). The other parameters are dl.empty's."""
+    value = _number_of(value)
     if dtype is None:
         # Python's own number types only (their subclasses included), unlike dl.tensor's
         # _kind_of, which also reads objects that convert.
