@@ -64,6 +64,7 @@ include "core/numpy_route.pxi"     # NumPy's C API, both ways
 include "core/producers.pxi"       # what is known per producer type, cached
 include "core/importer.pxi"        # from_dlpack, the exchange table consumer
 include "core/numbers.pxi"         # NumPy scalars and 0-d arrays as numbers
+include "core/encoding.pxi"        # values as elements of every data type
 include "core/creation.pxi"        # empty, zeros, ones, full; dl.share
 include "core/python_data.pxi"     # arange, Tensors from nested sequences
 include "core/bridge.pxi"          # asarray over the array interfaces and the buffer protocol

@@ -3,7 +3,7 @@
  * strided source (negative and zero strides too, packed sub-byte types at any element) is
  * read as a number (values.h's dli_scalar_at), converted by NumPy's casting rules, and
  * written to a strided destination. These rules are NumPy's astype (and ml_dtypes' for
- * its types), not dl.full's rules for Python values (core/creation.pxi):
+ * its types), not dl.full's rules for Python values (core/encoding.pxi):
  *
  *   - integer to integer wraps, two's complement (int64 300 is int8 44), sub-byte ones too;
  *   - a real value to an integer is truncated toward zero; NaN, the infinities and values

@@ -6,8 +6,8 @@
 # dlinterop._lib.values), their element-wise comparisons (==, !=, <, <=, >, >=, in) and their
 # text in repr.
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi (the host hint),
-# copies.pxi, creation.pxi (bool results), bridge.pxi (asarray), pickling.pxi (_RawBytes),
-# views.pxi, indexing.pxi, values.pxi.
+# copies.pxi, encoding.pxi (_store_values), creation.pxi (bool results), bridge.pxi
+# (asarray), pickling.pxi (_RawBytes), views.pxi, indexing.pxi, values.pxi.
 
 _CARRIERS = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}
 

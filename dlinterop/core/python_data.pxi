@@ -3,8 +3,8 @@
 # (_tensor_from_data), counted as they are read (len() may lie), their type inferred and
 # promoted as PyTorch and NumPy promote.
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi (_CPU), allocator.pxi (_allocate), placement.pxi
-# (_on_device), numbers.pxi (NumPy scalars and 0-d arrays), creation.pxi (new Tensors,
-# _store_values, the inferred types, dtype arguments).
+# (_on_device), numbers.pxi (NumPy scalars and 0-d arrays), encoding.pxi (_store_values,
+# _fits_int), creation.pxi (new Tensors, the inferred types, dtype arguments).
 
 # arange writes its values in chunks of this many (a multiple of 8, so that every chunk of
 # a packed sub-byte type starts on a byte): memory follows the Tensor, not a list of them all.
