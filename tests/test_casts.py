@@ -336,3 +336,15 @@ def test_a_cast_of_memory_the_host_cannot_read_is_refused():
     with pytest.raises(BufferError, match="ascend"):
         dl.asarray(t, dtype="float64")
     assert dl.asarray(t, dtype="float32") is t
+
+
+def test_python_floats_round_to_bfloat16_as_pytorch_arrays_as_ml_dtypes():
+    import torch
+
+    x = 1 + 2.0**-8 + 2.0**-30  # just past halfway between two bfloat16 values
+    t = dl.zeros(2, "bfloat16")
+    t[0] = x  # a Python value: through float32, as PyTorch rounds it
+    t[1] = np.array([x])  # an array: cast once, as ml_dtypes
+    expected = np.array([x]).astype(ml_dtypes.bfloat16).astype(np.float64)[0]
+    assert t.tolist() == [torch.tensor(x, dtype=torch.bfloat16).item(), expected]
+    assert t.tolist() == [1.0, 1 + 2.0**-7] == [dl.full((), x, "bfloat16").item(), expected]
