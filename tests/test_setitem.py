@@ -124,6 +124,15 @@ def test_overlapping_source_gives_numpys_result(name, case):
     assert_equal(t, a)
 
 
+def test_overlap_through_another_framework_over_the_same_memory():
+    t = dl.arange(8, dtype="int32")
+    view = np.from_dlpack(t)  # another object, the same memory
+    t[2:] = view[:-2]
+    assert t.tolist() == [0, 1, 0, 1, 2, 3, 4, 5]
+    t[:4] = np.from_dlpack(t).view(np.int16)[:4]  # another type over the same bytes
+    assert t.tolist() == [0, 0, 1, 0, 2, 3, 4, 5]
+
+
 def test_overlap_through_a_transpose():
     a = np.arange(16.0).reshape(4, 4)
     t = dl.tensor(a)
