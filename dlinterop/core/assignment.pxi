@@ -13,7 +13,6 @@ cdef DLDataType _ONE_BYTE = (<DType>uint8).dl
 cdef int _setitem(Tensor t, object key, object value) except -1:
     """t[key] = value. A value that may be refused (NaN into an integer type, ...) is cast
     whole before anything is written, so that a refusal leaves t as it was."""
-    cdef int64_t shape[MAX_NDIM]
     cdef int64_t strides[MAX_NDIM]
     cdef uint64_t element[2]      # one element of up to 16 bytes, for a number
     cdef int64_t zeros[MAX_NDIM]
@@ -40,16 +39,16 @@ cdef int _setitem(Tensor t, object key, object value) except -1:
     for i in range(ndim):
         zeros[i] = 0
     value = _unboxed(value)       # a NumPy scalar is a Python value, as NumPy 2 reads it
-    t_type = type(value)
-    if (t_type is float or t_type is int or t_type is bool) and \
+    cls = type(value)
+    if (cls is float or cls is int or cls is bool) and \
             _encode_common(dt, value, <char*>element):
         # A number: one element, read for every destination element.
         _cast_run(<const char*>element, 0, t.dl.dtype, zeros, base, first, t.dl.dtype,
                   view.dl.strides, ndim, view.dl.shape)
         return 0
-    if t_type is Tensor:
+    if cls is Tensor:
         src = <Tensor>value
-    elif _is_python_data(t_type):
+    elif _is_python_data(cls):
         src = _tensor_from_data(value, dt, None)    # the Python-value rules, in t's type
     else:
         src = asarray(value)

@@ -94,8 +94,9 @@ cdef int _check_cast(DLDataType source, DLDataType target) except -1:
         import warnings
         numpy = _module_if_run("numpy")
         category = RuntimeWarning if numpy is None else numpy.exceptions.ComplexWarning
+        # stacklevel 1: called from C, the innermost Python frame is the caller's line.
         warnings.warn("Casting complex values to real discards the imaginary part", category,
-                      stacklevel=3)
+                      stacklevel=1)
     if _is_small_float(source):
         _tables_ready(&_code_values_state, _fill_code_values)
     if _is_small_float(target):
