@@ -43,8 +43,8 @@ cdef int _setitem(Tensor t, object key, object value) except -1:
     if (cls is float or cls is int or cls is bool) and \
             _encode_common(dt, value, <char*>element):
         # A number: one element, read for every destination element.
-        _cast_run(<const char*>element, 0, t.dl.dtype, zeros, base, first, t.dl.dtype,
-                  view.dl.strides, ndim, view.dl.shape)
+        _cast_run(_SHARED_TABLES, <const char*>element, 0, t.dl.dtype, zeros, base, first,
+                  t.dl.dtype, view.dl.strides, ndim, view.dl.shape)
         return 0
     if cls is Tensor:
         src = <Tensor>value
@@ -58,13 +58,13 @@ cdef int _setitem(Tensor t, object key, object value) except -1:
     if _overlaps(src, strides, view, t, first):
         src = _copy_tensor(src, _CPU)
         _broadcast_into(src, view, strides)
-    if not _same_dtype(src.dl.dtype, t.dl.dtype):
-        _check_cast(src.dl.dtype, t.dl.dtype)
-        if _cast_may_refuse(src.dl.dtype, t.dl.dtype):
-            src = _cast_copy(src, dt)
-            _broadcast_into(src, view, strides)
-    _cast_run(<const char*>src.dl.data + src.dl.byte_offset, 0, src.dl.dtype, strides, base,
-              first, t.dl.dtype, view.dl.strides, ndim, view.dl.shape)
+    if not _same_dtype(src.dl.dtype, t.dl.dtype) and _cast_may_refuse(src.dl.dtype,
+                                                                      t.dl.dtype):
+        src = _cast_copy(src, dt)     # a refusal raised here, before anything is written
+        _broadcast_into(src, view, strides)
+    cdef _CastTables tables = _check_cast(src.dl.dtype, t.dl.dtype)
+    _cast_run(tables, <const char*>src.dl.data + src.dl.byte_offset, 0, src.dl.dtype, strides,
+              base, first, t.dl.dtype, view.dl.strides, ndim, view.dl.shape)
     return 0
 
 

@@ -3,7 +3,7 @@
 # holds) and arrays of no axis (_numpy_scalar_of: a NumPy 0-d array's scalar; _zero_d: a
 # 0-d PyTorch tensor, a 0-d Tensor, anything DLPack exports with no axis, as a 0-d Tensor
 # of its own type; _number_of: the Python number any of them holds).
-# Uses: dtypes.pxi, devices.pxi (_CPU), copies.pxi, values.pxi, casts.pxi (_tables_ready),
+# Uses: dtypes.pxi, devices.pxi (_CPU), copies.pxi, values.pxi, casts.pxi (_cast_copy),
 # importer.pxi (_from_dlpack).
 
 
@@ -61,9 +61,11 @@ cdef object _scalar_of(Tensor t):
                         "no number")
     if not host_accessible(t.dl.device.device_type):
         t = _copy_tensor(t, _CPU)
-    if dli_table_bits(t.dl.dtype.code):
-        _tables_ready(&_code_values_state, _fill_code_values)
     kind = _read_scalar(t, &x)
+    if kind == DLI_SCALAR_NONE:
+        # A small float format whose table is not filled: read through a cast, which
+        # fills it or reads a private one.
+        kind = _read_scalar(_cast_copy(t, float64), &x)
     return dli_scalar_object(kind, &x)
 
 
