@@ -2,7 +2,16 @@ import enum
 import sys
 from collections.abc import Iterator
 from types import EllipsisType, ModuleType
-from typing import Any, Final, Literal, SupportsIndex, TypeAlias, final
+from typing import (
+    Any,
+    Final,
+    Literal,
+    SupportsComplex,
+    SupportsFloat,
+    SupportsIndex,
+    TypeAlias,
+    final,
+)
 
 from typing_extensions import CapsuleType, disjoint_base
 
@@ -214,6 +223,10 @@ class Tensor:
         def __release_buffer__(self, buffer: memoryview, /) -> None: ...
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]: ...
 
+# A number where values are taken: Python's, a NumPy scalar, an array of no axis.
+_Real: TypeAlias = float | SupportsFloat | SupportsIndex
+_Number: TypeAlias = complex | SupportsComplex | _Real
+
 _ShapeLike: TypeAlias = int | tuple[SupportsIndex, ...] | list[SupportsIndex]
 
 def empty(
@@ -234,7 +247,7 @@ def zeros(
 ) -> Tensor: ...
 def full(
     shape: _ShapeLike,
-    value: complex,
+    value: _Number,
     dtype: _DTypeLike | None = None,
     *,
     device: _DeviceLike = "cpu",
@@ -250,9 +263,9 @@ def ones(
     shared: bool = False,
 ) -> Tensor: ...
 def arange(
-    start: float,
-    stop: float | None = None,
-    step: float = 1,
+    start: _Real,
+    stop: _Real | None = None,
+    step: _Real = 1,
     *,
     dtype: _DTypeLike | None = None,
     device: _DeviceLike = "cpu",

@@ -55,3 +55,5 @@ assert_type(t < 1.0, dl.Tensor)
 assert_type(t.flatten(), dl.Tensor)
 assert_type(t.ravel("K"), dl.Tensor)
 assert_type(t.copy("F"), dl.Tensor)
+assert_type(dl.full(2, dl.tensor(1.5)), dl.Tensor)  # an array of no axis is a number
+assert_type(dl.arange(dl.tensor(3)), dl.Tensor)
