@@ -349,3 +349,26 @@ def test_python_floats_round_to_bfloat16_as_pytorch_arrays_as_ml_dtypes():
     expected = np.array([x]).astype(ml_dtypes.bfloat16).astype(np.float64)[0]
     assert t.tolist() == [torch.tensor(x, dtype=torch.bfloat16).item(), expected]
     assert t.tolist() == [1.0, 1 + 2.0**-7] == [dl.full((), x, "bfloat16").item(), expected]
+
+
+@pytest.mark.parametrize(
+    "target,inside,outside",
+    [
+        ("int64", [-(2.0**63), 2.0**63 - 1024, -0.9], [2.0**63, -(2.0**63) - 2048]),
+        ("uint64", [-0.99, 2.0**64 - 2048, 0.0], [-1.0, 2.0**64]),
+        ("int32", [-2147483648.9, 2147483647.9, -0.0], [-2147483649.0, 2147483648.0]),
+        ("uint8", [-0.5, 255.99], [-1.0, 256.0]),
+        ("int8", [-128.99, 127.5], [-129.0, 128.0]),
+    ],
+)
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_the_edges_of_an_integer_range_are_numpys(target, inside, outside, layout):
+    def source(values):  # a strided view (a row of its own loop), or a contiguous array
+        doubled = np.repeat(np.array(values, dtype=np.float64), 2)
+        return doubled[::2] if layout == "strided" else doubled[::2].copy()
+
+    values = source(inside)
+    assert dl.asarray(values).astype(target).tolist() == values.astype(target).tolist()
+    for value in outside:
+        with pytest.raises(OverflowError, match=f"to {target}"):
+            dl.asarray(source([0.0, value])).astype(target)
