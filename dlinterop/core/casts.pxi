@@ -40,8 +40,8 @@ cdef dict _SMALL_FLOAT_KINDS = {"fnuz": DLI_SMALL_FLOAT_FNUZ, "e8m0": DLI_SMALL_
 
 
 cdef int _encodings_into(dli_small_float_encoding* table) except -1:
-    """Fills `table` (laid out as _small_float_encodings) from dlinterop._lib.minifloat,
-    the encoding dl.full and dlinterop._lib.values use, so that a cast rounds as they do."""
+    """Fills `table` (laid out as _small_float_encodings) from dlinterop._lib.minifloat's
+    encoding, the one dl.full uses, so that a cast rounds as it does."""
     from dlinterop._lib import minifloat
     cdef DType dt
     cdef dli_small_float_encoding* f
