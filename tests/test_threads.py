@@ -592,6 +592,7 @@ def test_thread_tests_under_run_parallel():
             "-p",
             "run-parallel",
             "--parallel-threads=4",
+            "--run-slow",  # the file is marked slow: without it, nothing would be selected
             "-k",
             "not test_thread_tests_under_run_parallel",
             os.path.join(here, "test_threads.py"),
