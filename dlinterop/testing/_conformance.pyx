@@ -191,6 +191,9 @@ cdef class Producer:
             dims[i] = self.shape[i]
             dims[stored + i] = self.strides[i] if self.strides is not None else 0
         cdef char* data = <char*>((<uintptr_t>block + header + 255) & ~(<uintptr_t>255))
+        # The bytes before byte_offset hold a pattern no payload starts with: a consumer that
+        # ignores byte_offset then reads them, every time, not whatever an earlier block left.
+        memset(data, 0xA5, offset)
         memcpy(data + offset, <const char*>self.payload, len(self.payload))
         if as_versioned:
             t = &block.versioned.dl_tensor

@@ -273,3 +273,22 @@ def test_a_crash_is_reported_by_its_message_not_its_backtrace():
         "Fatal Python error: Segmentation fault"
     )
     assert _crash_line("") == ""
+
+
+def test_a_consumer_that_ignores_byte_offset_reads_a_pattern_not_the_payload():
+    """consumer.byte-offset once passed for Warp now and then: the bytes before byte_offset
+    were whatever an earlier producer's block had left there, at times the same payload.
+    They hold a pattern now, so a consumer reading from `data` alone fails every time."""
+    import ctypes
+
+    from dlinterop.testing import _conformance
+
+    payload = bytes(range(16))
+    p = _conformance.Producer(payload, shape=(4,), code=0, bits=32, strides=(1,))
+    p.byte_offset = 16
+    capsule = p.make_capsule()
+    info = _conformance.inspect(capsule)
+    assert ctypes.string_at(info["data"] + info["byte_offset"], 16) == payload
+    assert ctypes.string_at(info["data"], 16) == b"\xa5" * 16
+    del capsule
+    assert p.deleter_calls == 1
