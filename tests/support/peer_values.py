@@ -3,7 +3,7 @@ alike (dlinterop.testing's list, the checker's), and varied values of each."""
 
 import numpy as np
 
-from dlinterop.testing._frameworks import _STANDARD
+from dlinterop.testing._frameworks.dtypes import _STANDARD
 
 # bool, the signed and unsigned integers, float16/32/64, complex64/128
 STANDARD = list(_STANDARD)
