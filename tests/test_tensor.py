@@ -11,6 +11,7 @@ import pytest
 
 import dlinterop as dl
 from dlinterop import _core
+from dlinterop.testing._frameworks.dtypes import numpy_shared_dtypes
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
@@ -44,22 +45,7 @@ ALL_NAMES = [
     "float4_e2m1fn",
     "float4_e2m1fn_x2",
 ]
-NUMPY_NAMES = [
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "float32",
-    "float64",
-    "complex64",
-    "complex128",
-]
+NUMPY_NAMES = list(numpy_shared_dtypes())
 ML_NAMES = [
     "bfloat16",
     "float8_e3m4",

@@ -20,26 +20,12 @@ import pytest
 import dlinterop as dl
 from dlinterop import _core
 from dlinterop._lib import values as python_reader
+from dlinterop.testing._frameworks.dtypes import numpy_shared_dtypes
 
 from forge import c_strides, forge
 
 ALL_DTYPES = sorted({v for v in vars(dl).values() if isinstance(v, dl.DType)}, key=str)
-NUMPY_NAMES = {
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "float32",
-    "float64",
-    "complex64",
-    "complex128",
-}
+NUMPY_NAMES = set(numpy_shared_dtypes())
 INT_CODES = (0, 1)  # kDLInt, kDLUInt
 
 

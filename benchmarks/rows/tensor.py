@@ -2,27 +2,13 @@
 beside NumPy's ndarray."""
 
 from benchmarks.rows.table import Row, Target
+from dlinterop.testing._frameworks.dtypes import numpy_shared_dtypes
 
 TENSOR_COLUMNS = ("dlinterop", "numpy", "float32")
 
 # The dtypes NumPy holds, whose tolist() is timed beside NumPy's; and the types NumPy
 # lacks (or holds through ml_dtypes), timed beside dlinterop's own float32 path.
-TOLIST_NUMPY_DTYPES = (
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "float32",
-    "float64",
-    "complex64",
-    "complex128",
-)
+TOLIST_NUMPY_DTYPES = numpy_shared_dtypes()
 TOLIST_OTHER_DTYPES = (
     "bfloat16",
     "float8_e4m3fn",

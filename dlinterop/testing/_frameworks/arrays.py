@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from dlinterop.testing._frameworks.dtypes import _STANDARD, _np, _numpy_dtype
+from dlinterop.testing._frameworks.dtypes import _np, _numpy_dtype, numpy_shared_dtypes
 from dlinterop.testing._frameworks.model import Framework
 
 
@@ -30,7 +30,7 @@ def _numpy_framework():
         "numpy",
         lambda v, d: np.asarray(v).astype(_numpy_dtype(d)),
         np.from_dlpack,
-        frozenset(_STANDARD),
+        frozenset(numpy_shared_dtypes()),
         view,
         readonly,
         lambda a: bool(a.flags.writeable),
@@ -41,7 +41,7 @@ def _numpy_framework():
 def _array_api_strict_framework():
     xp = importlib.import_module("array_api_strict")
     np = _np()
-    names = [n for n in _STANDARD if hasattr(xp, n)]
+    names = [n for n in numpy_shared_dtypes() if hasattr(xp, n)]
 
     def make(values, dtype):
         return xp.asarray(np.asarray(values).astype(_numpy_dtype(dtype)))
@@ -62,7 +62,7 @@ def _cupy_framework():
         "cupy",
         lambda v, d: cupy.asarray(np.asarray(v).astype(_numpy_dtype(d))),
         cupy.from_dlpack,
-        frozenset(n for n in _STANDARD if n != "bool") | {"bool"},
+        frozenset(n for n in numpy_shared_dtypes() if n != "bool") | {"bool"},
     )
 
 

@@ -8,10 +8,10 @@ import importlib
 from dlinterop.testing._frameworks.arrays import _numpy_framework
 from dlinterop.testing._frameworks.dtypes import (
     _ML_DTYPES,
-    _STANDARD,
     _SUB_BYTE_INTS,
     _np,
     _numpy_dtype,
+    numpy_shared_dtypes,
 )
 from dlinterop.testing._frameworks.model import Framework
 
@@ -38,7 +38,7 @@ def _dlinterop_framework():
 
     def make(values, dtype):
         base = np.asarray(values)
-        if dtype in _STANDARD:
+        if dtype in numpy_shared_dtypes():
             return dl.from_dlpack(base.astype(_numpy_dtype(dtype))).copy()
         return dl.asarray(base.astype(_numpy_dtype(dtype))).copy()
 
@@ -53,7 +53,9 @@ def _dlinterop_framework():
         "dlinterop",
         make,
         dl.from_dlpack,
-        frozenset(_STANDARD + _ML_DTYPES + _SUB_BYTE_INTS + ("complex32", "bcomplex32")),
+        frozenset(
+            numpy_shared_dtypes() + _ML_DTYPES + _SUB_BYTE_INTS + ("complex32", "bcomplex32")
+        ),
         view,
         readonly,
         lambda t: not t.readonly,
@@ -96,7 +98,7 @@ def _nanobind_framework():
 
     def make(values, dtype):
         base = np.asarray(values).astype(_numpy_dtype(dtype))
-        if dtype in _STANDARD:
+        if dtype in numpy_shared_dtypes():
             return peer.copy(base)
         import dlinterop as dl
 
@@ -110,7 +112,7 @@ def _nanobind_framework():
         "nanobind",
         make,
         peer.from_dlpack,
-        frozenset(_STANDARD + _ML_DTYPES[:9]),
+        frozenset(numpy_shared_dtypes() + _ML_DTYPES[:9]),
         view,
         # what nb::ndarray<nb::ro> takes is exported READ_ONLY
         lambda values: peer.from_dlpack(np.array(values)),

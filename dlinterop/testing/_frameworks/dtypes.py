@@ -2,22 +2,32 @@
 
 import importlib
 
-_STANDARD = (
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "float32",
-    "float64",
-    "complex64",
-    "complex128",
-)
+_numpy_shared = None  # numpy_shared_dtypes()'s answer, once asked
+
+
+def numpy_shared_dtypes():
+    """The names of dlinterop's data types that NumPy has as its own (bool, the 8- to 64-bit
+    integers, float16/32/64, complex64/128; not those ml_dtypes adds to it), in the order
+    dlinterop registers them. The one home of this list for the checker, the benchmarks and
+    the tests: derived from dlinterop's registered types and NumPy's, never written out."""
+    global _numpy_shared
+    if _numpy_shared is not None:
+        return _numpy_shared
+    import dlinterop._core as core
+
+    np = _np()
+    names = []
+    for value in vars(core).values():  # the module's names, in the order they are registered
+        if not isinstance(value, core.DType) or value.name in names:
+            continue
+        try:
+            own = np.dtype(value.name).type.__module__ == "numpy"
+        except TypeError:  # a name NumPy does not know (ml_dtypes' when it is not imported)
+            continue
+        if own:
+            names.append(value.name)
+    _numpy_shared = tuple(names)
+    return _numpy_shared
 
 
 _ML_DTYPES = (
@@ -45,6 +55,6 @@ def _np():
 
 def _numpy_dtype(name):
     np = _np()
-    if name in _STANDARD:
+    if name in numpy_shared_dtypes():
         return np.dtype(name if name != "bool" else "bool")
     return np.dtype(getattr(importlib.import_module("ml_dtypes"), name))

@@ -7,10 +7,10 @@ import os
 
 from dlinterop.testing._frameworks.dtypes import (
     _ML_DTYPES,
-    _STANDARD,
     _SUB_BYTE_INTS,
     _np,
     _numpy_dtype,
+    numpy_shared_dtypes,
 )
 from dlinterop.testing._frameworks.model import Framework
 
@@ -20,7 +20,7 @@ def _torch_framework():
     np = _np()
     names = [
         n
-        for n in _STANDARD + _ML_DTYPES
+        for n in numpy_shared_dtypes() + _ML_DTYPES
         if n != "float8_e4m3"
         and isinstance(getattr(torch, n if n != "bool" else "bool", None), torch.dtype)
     ]
@@ -28,7 +28,7 @@ def _torch_framework():
     def make(values, dtype):
         target = getattr(torch, dtype)
         base = np.asarray(values)
-        if base.dtype.kind in "biu" and dtype in _STANDARD:
+        if base.dtype.kind in "biu" and dtype in numpy_shared_dtypes():
             return torch.from_numpy(base.astype(_numpy_dtype(dtype)).copy())
         return torch.from_numpy(
             base.astype(np.complex128 if base.dtype.kind == "c" else np.float64).copy()
@@ -62,7 +62,7 @@ def _jax_framework():
     jax.config.update("jax_enable_x64", True)
     names = [
         n
-        for n in _STANDARD + _ML_DTYPES + _SUB_BYTE_INTS
+        for n in numpy_shared_dtypes() + _ML_DTYPES + _SUB_BYTE_INTS
         if hasattr(jnp, n if n != "bool" else "bool_")
     ]
 
@@ -90,7 +90,11 @@ def _mlx_framework():
     # MLX exports legacy capsules only and copies every CPU import.
     mx = importlib.import_module("mlx.core")
     np = _np()
-    names = [n for n in _STANDARD + ("bfloat16",) if isinstance(getattr(mx, n, None), mx.Dtype)]
+    names = [
+        n
+        for n in numpy_shared_dtypes() + ("bfloat16",)
+        if isinstance(getattr(mx, n, None), mx.Dtype)
+    ]
 
     def make(values, dtype):
         base = np.asarray(values)
@@ -117,7 +121,7 @@ def _warp_framework():
     wp.config.log_level = wp.LOG_WARNING
     wp.init()
     np = _np()
-    names = [n for n in _STANDARD if not n.startswith("complex")]
+    names = [n for n in numpy_shared_dtypes() if not n.startswith("complex")]
     if getattr(wp, "bfloat16", None) is not None:
         names.append("bfloat16")
 
