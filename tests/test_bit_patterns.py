@@ -1,6 +1,6 @@
 """Every bit pattern DLPack can describe crosses exactly: padded and packed sub-byte data,
 the packed sub-byte integers, bcomplex32, the Ascend device, and flag bits a consumer must
-not ignore. Forged capsules (tests/support/forge.py) stand in for producers that pad; ml_dtypes'
+not ignore. Forged capsules (tests/support/forge/) stand in for producers that pad; ml_dtypes'
 own decoding is the reference for every value."""
 
 import ctypes

@@ -488,7 +488,7 @@ _PYTHON_DELETER_SCRIPT = textwrap.dedent("""
 
 def test_exception_survives_capsule_death_that_runs_python_deleters():
     # In a subprocess: if the exception were set while the ctypes deleter runs, CPython
-    # 3.11 can crash while unwinding (see forge.py's caveat).
+    # 3.11 can crash while unwinding (see forge's caveat).
     script = _PYTHON_DELETER_SCRIPT.format(
         support=os.path.join(os.path.dirname(os.path.abspath(__file__)), "support")
     )

@@ -2,7 +2,7 @@
 
 Each rejected capsule must raise the named exception, be left unconsumed (same name, its
 deleter not called), have its deleter called exactly once when the capsule is released,
-and leave dl.memory_stats() unchanged. Inputs are forged with tests/support/forge.py; the Forged
+and leave dl.memory_stats() unchanged. Inputs are forged with tests/support/forge/; the Forged
 object is kept alive while the exception propagates (see forge's SystemError caveat).
 """
 

@@ -2,7 +2,7 @@
 and leaks nothing, over dtype x shape x strides (negative and zero included) x byte_offset x
 read-only x version, for dl -> dl, dl -> NumPy and NumPy -> dl (DLPack's export and import rules).
 
-Sources are forged with tests/support/forge.py (dl -> dl, dl -> NumPy: any layout a producer could
+Sources are forged with tests/support/forge/ (dl -> dl, dl -> NumPy: any layout a producer could
 hand over) or built as NumPy views over a byte buffer (NumPy -> dl). Element values are the
 bytes of a fixed pattern, so "every value" is checked byte for byte, for every data type.
 

@@ -1,6 +1,6 @@
 """Fuzz dl.from_dlpack with arbitrary DLManagedTensor / DLManagedTensorVersioned contents.
 
-Each input is decoded into one forged DLPack capsule (tests/support/forge.py): any capsule name,
+Each input is decoded into one forged DLPack capsule (tests/support/forge/): any capsule name,
 version, flags, ndim, shape, strides, dtype, device, byte_offset and data pointer, handed over
 directly or through a producer, with or without copy=, device= or stream=. The harness checks
 every input against an independent model of dl.from_dlpack's rules (which inputs must be
