@@ -53,7 +53,7 @@ assert not sys._is_gil_enabled(), "importing the downstream example turned the G
 # x 8 threads). Then the thread tests again at 16 threads, each test body run by 8 threads at
 # once (pytest-run-parallel; the work divided between the copies): up to 128 threads in one
 # test. This run found the producer-cache use-after-free (see tests/threads/).
-PYTHON_GIL=0 DLINTEROP_THREADS=16 DLINTEROP_RUN_PARALLEL_COPIES=8 "$env/bin/pytest" -q \
+PYTHON_GIL=0 DLINTEROP_THREADS=16 DLINTEROP_RUN_PARALLEL_COPIES=8 "$env/bin/pytest" -q --run-slow \
     -p no:cacheprovider -p run-parallel --parallel-threads=8 tests/threads \
     -k "not test_thread_tests_under_run_parallel"
 echo "free-threaded run took $((SECONDS - start)) s"

@@ -38,6 +38,7 @@ def test_thread_tests_under_run_parallel():
             "-m",
             "pytest",
             "-q",
+            "--run-slow",
             "-p",
             "run-parallel",
             "--parallel-threads=4",
