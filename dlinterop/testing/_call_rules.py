@@ -86,7 +86,12 @@ PROBE_CALLS: tuple[dict[str, object], ...] = (
 # The checker's own files, whose frames a violation's stack leaves out.
 _OWN_FILES = frozenset(
     os.path.normcase(os.path.abspath(os.path.join(os.path.dirname(__file__), f)))
-    for f in ("_call_rules.py", "_call_checks.py", os.path.join("..", "pytest_plugin.py"))
+    for f in (
+        "_call_rules.py",
+        "_call_checks.py",
+        "_plugin_checker.py",
+        os.path.join("..", "pytest_plugin.py"),
+    )
 )
 # The title the sanitizer gives a watched deleter's second call (src/sanitizer.c).
 DELETER_TWICE = "dlinterop sanitizer: a DLPack deleter called twice"
