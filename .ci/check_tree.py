@@ -7,7 +7,7 @@
 (b) The package's map: every module of dlinterop/ (.py, .pyx and .pxd files; a .py.in as the
     module it is written as) and every folder of it is named in docs/architecture.md.
 (c) The tests' map: every folder of tests/ is named in tests/README.md or in the README.md of
-    the folder that holds it.
+    the folder that holds it, and every module of tests/support/ in tests/README.md.
 (d) What _core.pyx and frameworks.pyx import is used: they are lists of include files, which
     cython-lint does not follow, so here every name they cimport or import must be used by a
     file they include or by their own code outside the import lines.
@@ -154,9 +154,23 @@ def check_package_map(root, files, page_path="docs/architecture.md", package="dl
     return problems
 
 
+def support_modules(files):
+    """The modules of tests/support/ by the name tests import them by (a .py file's stem, a
+    package's folder name)."""
+    return {
+        path[len("tests/support/") :].split("/")[0].rsplit(".py", 1)[0]
+        for path in files
+        if path.startswith("tests/support/")
+        and (path.count("/") == 2 and path.endswith(".py") or path.endswith("/__init__.py"))
+    }
+
+
 def check_test_map(root, files, top="tests/"):
     problems = []
-    pages = {}
+    pages = {top + "README.md": read(root, top + "README.md") if top + "README.md" in files else ""}
+    for name in sorted(support_modules(files)):
+        if not named(pages[top + "README.md"], name + ".py", name + "/"):
+            problems.append(f"{top}README.md: names no module {name} of tests/support/")
     for folder in folders(files, top):
         parent = folder.rsplit("/", 1)[0]
         readmes = [top + "README.md"]
@@ -237,12 +251,7 @@ def check_derived_lists(root, files):
     pyproject = read(root, "pyproject.toml")
     listed = re.search(r"known-local-folder\s*=\s*\[([^\]]*)\]", pyproject)
     listed = set(re.findall(r'"([^"]+)"', listed.group(1))) if listed else set()
-    support = {
-        path[len("tests/support/") :].split("/")[0].rsplit(".py", 1)[0]
-        for path in files
-        if path.startswith("tests/support/")
-        and (path.count("/") == 2 and path.endswith(".py") or path.endswith("/__init__.py"))
-    }
+    support = support_modules(files)
     for name in sorted(support - listed):
         problems.append(f"pyproject.toml: known-local-folder misses tests/support's {name}")
     for name in sorted(listed - support):

@@ -125,13 +125,15 @@ def test_a_py_in_file_is_named_as_the_module_it_is_written_as(tmp_path):
 # ---- (c) the tests' map
 
 
-def test_every_test_folder_is_named_in_the_readme_or_its_parents(tmp_path):
+def test_every_test_folder_and_support_module_is_named_in_the_readmes(tmp_path):
     files = make_tree(
         tmp_path,
         {
-            "tests/README.md": "`interop/`, and `support/` with `forge/` in it",
+            "tests/README.md": "`interop/`, `support/` with `forge/` and `mp_workers.py` in it",
             "tests/interop/test_a.py": "",
             "tests/support/forge/__init__.py": "",
+            "tests/support/mp_workers.py": "",
+            "tests/support/new_cases.py": "",
             "tests/fuzz/README.md": "`corpus/` holds the inputs",
             "tests/fuzz/corpus/input": "",
             "tests/threads/test_b.py": "",
@@ -139,6 +141,7 @@ def test_every_test_folder_is_named_in_the_readme_or_its_parents(tmp_path):
         },
     )
     assert check_tree.check_test_map(str(tmp_path), files) == [
+        "tests/README.md: names no module new_cases of tests/support/",
         "tests/README.md: names no folder tests/fuzz/",
         "tests/README.md: names no folder tests/threads/",
         "tests/README.md or tests/threads/README.md: names no folder tests/threads/deeper/",
