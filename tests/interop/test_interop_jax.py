@@ -11,12 +11,11 @@ strides that are not a permutation of a compact layout. Those refusals are JAX's
 pin JAX's own error and show dlinterop did not crash or leak (the conftest leak check runs
 after every test)."""
 
-import pickle
-
 import pytest
 
 import dlinterop as dl
 
+from buffer_cases import tensor_bytes
 from jax_cases import (
     JAX_DTYPES,
     JAX_VERSIONED,
@@ -31,14 +30,6 @@ jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 
 JaxRuntimeError = jax.errors.JaxRuntimeError
-
-
-def tensor_bytes(t):
-    """The bytes of a dl.Tensor in C order, through its pickle buffer (every dtype)."""
-    buffers = []
-    pickle.dumps(t, protocol=5, buffer_callback=buffers.append)
-    with buffers[0].raw() as raw:
-        return raw.tobytes()
 
 
 def test_jax_sends_the_capsule_kind_it_asks_for():

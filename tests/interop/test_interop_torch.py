@@ -13,8 +13,8 @@ import pytest
 
 import dlinterop as dl
 
+from buffer_cases import tensor_bytes
 from torch_cases import (
-    tensor_bytes,
     torch_bytes,
 )
 

@@ -9,9 +9,9 @@ import pytest
 
 import dlinterop as dl
 
+from buffer_cases import tensor_bytes
 from torch_cases import (
     TorchSubclass,
-    tensor_bytes,
     torch_bytes,
 )
 

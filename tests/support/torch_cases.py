@@ -1,20 +1,8 @@
-"""What the PyTorch interop tests share: a tensor's bytes on each side, and a torch.Tensor
-subclass."""
-
-import pickle
+"""What the PyTorch interop tests share: a torch tensor's bytes, and a torch.Tensor subclass."""
 
 import pytest
 
 torch = pytest.importorskip("torch")
-
-
-def tensor_bytes(t):
-    """The bytes of a dl.Tensor in C order, through its pickle buffer: works for every
-    dtype, including those NumPy and the buffer protocol cannot express."""
-    buffers = []
-    pickle.dumps(t, protocol=5, buffer_callback=buffers.append)
-    with buffers[0].raw() as raw:
-        return raw.tobytes()
 
 
 def torch_bytes(x):
