@@ -61,7 +61,7 @@ for path in sorted(glob.glob(sys.argv[1] + ".*")):
             frames = [f for f in re.findall(r"^    #\d+ (.*)$", access, re.M)
                       if "libsanitizer" not in f and "libtsan" not in f]
             innermost.append(frames[0] if frames else "")
-        if any(re.search(r"dlinterop|src/(runtime|numpy_route|cuda_layer)\.c", f) for f in innermost):
+        if any(re.search(r"dlinterop|src/\w+\.(c|h|cu)\b", f) for f in innermost):
             ours.append(report)
         else:
             theirs += 1
