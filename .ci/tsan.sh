@@ -45,7 +45,7 @@ rm -f "$log".*
 # in subprocesses and check their exit status); the reports are read from the logs.
 TSAN_OPTIONS="suppressions=$prefix/share/suppressions_free_threading.txt log_path=$log \
     halt_on_error=0 exitcode=0 second_deadlock_stack=1" PYTHON_GIL=0 \
-    "$env/bin/python" -P -m pytest -q --run-slow -p no:cacheprovider "${@:-tests/threads}"
+    "$env/bin/python" -P -m pytest -q -p no:cacheprovider --run-slow "${@:-tests/threads}"
 # A report is dlinterop's when the innermost frame (past libtsan's interceptors) of either
 # access is in dlinterop's code; the others are CPython's own (its free-threaded dict
 # lookups read an object's fields speculatively, by design) and are counted, not shown.

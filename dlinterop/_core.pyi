@@ -2,7 +2,16 @@ import enum
 import sys
 from collections.abc import Iterator
 from types import EllipsisType, ModuleType
-from typing import Any, Final, Literal, SupportsIndex, TypeAlias, final
+from typing import (
+    Any,
+    Final,
+    Literal,
+    SupportsComplex,
+    SupportsFloat,
+    SupportsIndex,
+    TypeAlias,
+    final,
+)
 
 from typing_extensions import CapsuleType, disjoint_base
 
@@ -101,6 +110,8 @@ class DeviceType(enum.IntEnum):
     TPU_HOST = 20
     ASCEND = 21
 
+_Order: TypeAlias = Literal["C", "F", "A", "K"]
+
 _DeviceLike: TypeAlias = Device | str | tuple[int, int] | DeviceType
 
 @final
@@ -170,6 +181,15 @@ class Tensor:
         | None
         | tuple[SupportsIndex | slice | EllipsisType | None, ...],
     ) -> Tensor: ...
+    def __setitem__(
+        self,
+        key: SupportsIndex
+        | slice
+        | EllipsisType
+        | None
+        | tuple[SupportsIndex | slice | EllipsisType | None, ...],
+        value: Any,
+    ) -> None: ...
     @property
     def T(self) -> Tensor: ...
     def transpose(self, *axes: SupportsIndex | tuple[SupportsIndex, ...]) -> Tensor: ...
@@ -185,9 +205,16 @@ class Tensor:
     def __complex__(self) -> complex: ...
     def __bool__(self) -> bool: ...
     def __index__(self) -> int: ...
+    def __lt__(self, other: Any, /) -> Tensor: ...
+    def __le__(self, other: Any, /) -> Tensor: ...
+    def __gt__(self, other: Any, /) -> Tensor: ...
+    def __ge__(self, other: Any, /) -> Tensor: ...
     def __iter__(self) -> Iterator[Tensor]: ...
     def contiguous(self) -> Tensor: ...
-    def copy(self, *, device: _DeviceLike | None = None) -> Tensor: ...
+    def astype(self, dtype: _DTypeLike, *, copy: bool = True) -> Tensor: ...
+    def copy(self, order: _Order = "C", *, device: _DeviceLike | None = None) -> Tensor: ...
+    def flatten(self, order: _Order = "C") -> Tensor: ...
+    def ravel(self, order: _Order = "C") -> Tensor: ...
     def to(
         self, device: _DeviceLike, *, copy: bool | None = None, stream: int | None = None
     ) -> Tensor: ...
@@ -195,6 +222,10 @@ class Tensor:
         def __buffer__(self, flags: int, /) -> memoryview: ...
         def __release_buffer__(self, buffer: memoryview, /) -> None: ...
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]: ...
+
+# A number where values are taken: Python's, a NumPy scalar, an array of no axis.
+_Real: TypeAlias = float | SupportsFloat | SupportsIndex
+_Number: TypeAlias = complex | SupportsComplex | _Real
 
 _ShapeLike: TypeAlias = int | tuple[SupportsIndex, ...] | list[SupportsIndex]
 
@@ -216,7 +247,7 @@ def zeros(
 ) -> Tensor: ...
 def full(
     shape: _ShapeLike,
-    value: complex,
+    value: _Number,
     dtype: _DTypeLike | None = None,
     *,
     device: _DeviceLike = "cpu",
@@ -232,9 +263,9 @@ def ones(
     shared: bool = False,
 ) -> Tensor: ...
 def arange(
-    start: float,
-    stop: float | None = None,
-    step: float = 1,
+    start: _Real,
+    stop: _Real | None = None,
+    step: _Real = 1,
     *,
     dtype: _DTypeLike | None = None,
     device: _DeviceLike = "cpu",
@@ -251,7 +282,13 @@ def from_dlpack(
     copy: bool | None = None,
     stream: int | None = None,
 ) -> Tensor: ...
-def asarray(obj: Any, *, device: _DeviceLike | None = None, copy: bool | None = None) -> Tensor: ...
+def asarray(
+    obj: Any,
+    dtype: _DTypeLike | None = None,
+    *,
+    device: _DeviceLike | None = None,
+    copy: bool | None = None,
+) -> Tensor: ...
 def memory_stats(device: _DeviceLike = "cpu") -> dict[str, int]: ...
 def _layout_problem(capsule: object) -> str | None: ...
 

@@ -14,6 +14,7 @@ from cpython.buffer cimport (
 )
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.number cimport PyNumber_Index
+from cpython.object cimport Py_EQ, Py_GE, Py_GT, Py_LE, Py_LT, Py_NE
 from cpython.pycapsule cimport PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_SetName
 from cpython.ref cimport Py_DECREF, Py_INCREF, PyObject
 from libc.float cimport FLT_MAX
@@ -51,6 +52,8 @@ include "core/dltensors.pxi"       # validating foreign DLTensors; the door for 
 include "core/cuda.pxi"            # the hooks into the CUDA layer (dlinterop._cuda)
 include "core/allocator.pxi"       # the size rule, new buffers, the exchange allocator, memory_stats
 include "core/copies.pxi"          # copies between devices and layouts, fills
+include "core/values.pxi"          # element values as Python objects, read in C
+include "core/casts.pxi"           # casts between data types, by NumPy's rules
 include "core/placement.pxi"       # copy=, stream=, alignment: where a Tensor goes
 include "core/export.pxi"          # __dlpack__, to_dlpack: capsules out
 include "core/consume.pxi"         # capsules and managed tensors in
@@ -60,15 +63,20 @@ include "core/torch_bits.pxi"      # PyTorch's requires_grad and lazy conj/neg v
 include "core/numpy_route.pxi"     # NumPy's C API, both ways
 include "core/producers.pxi"       # what is known per producer type, cached
 include "core/importer.pxi"        # from_dlpack, the exchange table consumer
+include "core/numbers.pxi"         # NumPy scalars and 0-d arrays as numbers
+include "core/encoding.pxi"        # values as elements of every data type
 include "core/creation.pxi"        # empty, zeros, ones, full; dl.share
 include "core/python_data.pxi"     # arange, Tensors from nested sequences
 include "core/bridge.pxi"          # asarray over the array interfaces and the buffer protocol
 include "core/exchange.pxi"        # dlinterop's own exchange table, published
 include "core/pickling.pxi"        # pickling by value
 include "core/views.pxi"           # views: transpose, reshape, squeeze, dtype views
+include "core/orders.pxi"          # copy(order=), flatten, ravel
 include "core/indexing.pxi"        # t[key]: basic indexing
-include "core/values.pxi"          # element values as Python objects, read in C
+include "core/assignment.pxi"      # t[key] = value: broadcast, cast
 include "core/conversions.pxi"     # __array__: NumPy arrays of every type NumPy holds
 include "core/sanitizer.pxi"       # the lifetime sanitizer's switch and records
+include "core/release.pxi"         # a dying Tensor's releases
+include "core/buffer_export.pxi"   # the buffer protocol's export
 include "core/tensor.pxi"          # the Tensor class itself
 include "core/same_build.pxi"      # the same-build tier's version check

@@ -12,6 +12,7 @@ import dlinterop as dl
 from dlinterop.frameworks import _borrow_routes
 from dlinterop.testing import _conformance
 
+from abi_table import abi_entry
 from bit_cases import (
     INT_RANGES,
     SUB_BYTE,
@@ -195,21 +196,14 @@ _from_managed = None
 
 
 def tensor_from_managed(forged):
-    """Hands the forged managed tensor to dlinterop's C API (dlinterop_tensor_from_managed),
-    as a C producer would; the capsule is renamed first, so that only the C API owns it."""
+    """Hands the forged managed tensor to the stable ABI's tensor_from_managed entry
+    (DLInterop_TensorFromManaged), as a C producer would; the capsule is renamed first, so
+    that only the entry owns it."""
     global _from_managed
     if _from_managed is None:
-        from dlinterop import _capi
-
-        api = _capi.__pyx_capi__["dlinterop_tensor_from_managed"]
-        get_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(
-            ("PyCapsule_GetName", ctypes.pythonapi)
+        _from_managed = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_int)(
+            abi_entry("tensor_from_managed")
         )
-        get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
-            ("PyCapsule_GetPointer", ctypes.pythonapi)
-        )
-        address = get_pointer(api, get_name(api))
-        _from_managed = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_int)(address)
     _consume(forged)
     return _from_managed(forged.address, 0)
 

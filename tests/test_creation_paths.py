@@ -333,8 +333,9 @@ def test_full_infers_its_dtype_from_the_value_on_both_paths():
     assert dl.full(2, 3.0).dtype is dl.full(2, Float(3.0)).dtype is dl.float32
     assert dl.full(2, True).dtype is dl.bool_
     assert dl.full(2, np.float64(3.0)).dtype is dl.float32  # a float subclass
+    assert dl.full(2, np.int64(3)).dtype is dl.int64  # a number, as PyTorch reads it
     with pytest.raises(TypeError, match="cannot infer a dtype from"):
-        dl.full(2, np.int64(3))
+        dl.full(2, "3")
 
 
 def test_full_out_of_range_keeps_its_message():

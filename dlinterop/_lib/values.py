@@ -8,9 +8,10 @@ in the number of elements; formatter() writes a value with as few digits as its 
 dlinterop's core reads values in C (src/values.h, dlinterop/core/values.pxi), to the same
 bits; this reader serves what that one leaves to it (a data type it has no reader for, the
 small float formats while another thread fills their tables) and is the reference the
-tests hold it to. equal() and formatter() serve == and repr.
+tests hold it to. compare() and formatter() serve the comparisons (==, <, ...) and repr.
 """
 
+import operator
 import struct
 
 from dlinterop._lib import minifloat as _minifloat
@@ -133,9 +134,28 @@ def _steps(shape, full):
     return steps
 
 
-def equal(a, a_shape, b, b_shape, negate):
-    """Element-wise a == b (a != b with negate) of two C-order flat value lists, broadcast
-    as NumPy broadcasts: (the flat bools, their shape)."""
+def _complex_order(op):
+    """NumPy's order of complex numbers (real parts first, then imaginary ones; an order by
+    the real parts holds only where neither imaginary part is NaN) as a comparison of two
+    numbers, either of them complex."""
+
+    def compare(x, y):
+        x, y = complex(x), complex(y)
+        xr, xi, yr, yi = x.real, x.imag, y.real, y.imag
+        by_real = op(xr, yr) and xr != yr and xi == xi and yi == yi
+        return by_real or (xr == yr and op(xi, yi))
+
+    return compare
+
+
+# Python's rich comparison codes (Py_LT ... Py_GE), each as a function of two values.
+_OPERATORS = (operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge)
+
+
+def compare(a, a_shape, b, b_shape, op):
+    """Element-wise a OP b of two C-order flat value lists, broadcast as NumPy broadcasts
+    (op: Python's rich comparison code, 0 for < to 5 for >=): (the flat bools, their
+    shape). Values compare as Python numbers; complex ones in NumPy's order."""
     shape = broadcast_shape(a_shape, b_shape)
     if tuple(a_shape) == tuple(b_shape):
         pairs = zip(a, b)
@@ -159,9 +179,13 @@ def equal(a, a_shape, b, b_shape, negate):
                 ib -= sb[axis] * shape[axis]
                 index[axis] = 0
         pairs = picked
-    if negate:
-        return [x != y for x, y in pairs], shape
-    return [x == y for x, y in pairs], shape
+    function = _OPERATORS[op]
+    if op not in (2, 3) and a and b:  # the order: each list holds values of one type
+        if type(a[0]) is tuple or type(b[0]) is tuple:
+            raise TypeError("the elements of a vector type have no order")
+        if type(a[0]) is complex or type(b[0]) is complex:
+            function = _complex_order(function)
+    return [function(x, y) for x, y in pairs], shape
 
 
 def _round_trip(dtype):

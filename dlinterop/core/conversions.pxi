@@ -3,10 +3,11 @@
 # the packed sub-byte types as an unpacked copy, one element per byte as ml_dtypes holds
 # them), a clear TypeError for the others, never an array of objects; contiguous(); the
 # values as Python objects (tolist, item, float(t) ..., read in C by values.pxi, else by
-# dlinterop._lib.values), their element-wise comparison (==, !=, in) and their text in repr.
+# dlinterop._lib.values), their element-wise comparisons (==, !=, <, <=, >, >=, in) and their
+# text in repr.
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi (the host hint),
-# copies.pxi, creation.pxi (bool results), bridge.pxi (asarray), pickling.pxi (_RawBytes),
-# views.pxi, indexing.pxi, values.pxi.
+# copies.pxi, encoding.pxi (_store_values), creation.pxi (bool results), bridge.pxi
+# (asarray), pickling.pxi (_RawBytes), views.pxi, indexing.pxi, values.pxi.
 
 _CARRIERS = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}
 
@@ -102,22 +103,28 @@ cdef object _read_values(Tensor t, bint flat):
     return _values.flat(src, raw) if flat else _values.values(src, raw)
 
 
-cdef object _compare(Tensor t, object other, bint negate):
-    """t == other (t != other with negate), element by element as NumPy and PyTorch compare
-    arrays: a new bool Tensor of the broadcast shape. `other` is a dl.Tensor, a number, or
-    anything dl.asarray takes; NotImplemented for anything else (Python then compares
-    identities). Values compare as Python numbers (1 == 1.0; NaN equals nothing)."""
+cdef object _compare(Tensor t, object other, int op):
+    """t OP other (op: Python's rich comparison code, Py_LT to Py_GE), element by element as
+    NumPy and PyTorch compare arrays: a new bool Tensor of the broadcast shape. `other` is a
+    dl.Tensor, a number, or anything dl.asarray takes; NotImplemented for anything else
+    (Python then compares identities for == and !=, and refuses the order). Values compare
+    as Python numbers (1 == 1.0; NaN equals nothing and has no order), complex ones in
+    NumPy's order (real parts, then imaginary ones)."""
     cdef Tensor u
-    if type(other) is Tensor:
-        u = <Tensor>other
+    cls = type(other)
+    if cls is int or cls is float or cls is bool or cls is complex:
+        values, other_shape = [other], ()     # as it is: 2**70 has no int64, NumPy 2 compares it
     else:
-        try:
-            u = asarray(other)
-        except (TypeError, ValueError, BufferError):
-            return NotImplemented
+        if cls is Tensor:
+            u = <Tensor>other
+        else:
+            try:
+                u = asarray(other)
+            except (TypeError, ValueError, BufferError):
+                return NotImplemented
+        values, other_shape = _read_values(u, True), _shape_of(u)
     from dlinterop._lib import values as _values
-    result, shape = _values.equal(_read_values(t, True), _shape_of(t), _read_values(u, True),
-                                  _shape_of(u), negate)
+    result, shape = _values.compare(_read_values(t, True), _shape_of(t), values, other_shape, op)
     cdef Tensor out = _new_from_python(shape, bool_, "cpu", DEFAULT_ALIGNMENT, False, False)
     if result:
         _store_values(out, result, 0)

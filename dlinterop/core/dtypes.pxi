@@ -1,6 +1,6 @@
 # Provides: the DType class, one interned instance per DLPack (code, bits, lanes), dl.dtype()
-# and the conversions from names, NumPy/ml_dtypes/torch dtypes, triples and buffer formats;
-# the type codes DLPack defines (_DLPACK_TYPE_CODES).
+# and the conversions from names, Python's number types, NumPy/ml_dtypes/torch dtypes,
+# triples and buffer formats; the type codes DLPack defines (_DLPACK_TYPE_CODES).
 # Uses: once.pxi (_module_if_run).
 
 cdef dict _dtype_by_key = {}    # packed (code, bits, lanes) -> DType
@@ -201,6 +201,12 @@ cdef dict _ambiguous_dtype_names = {
                 "Python complex; say 'complex64' or 'complex128'"),
 }
 
+# Python's own number types, as NumPy reads them (np.dtype(float) is float64): int is
+# int64, NumPy 2's default integer on every 64-bit platform (Windows too since NumPy 2.0)
+# and PyTorch's (torch.tensor([1]) is int64). Only the types: the strings "float" and "int"
+# stay ambiguous (above), since PyTorch reads them as float32 and int32.
+cdef dict _python_type_dtypes = {bool: bool_, int: int64, float: float64, complex: complex128}
+
 cdef dict _type_string_kinds = {"b": kDLBool, "i": kDLInt, "u": kDLUInt, "f": kDLFloat,
                                 "c": kDLComplex}
 
@@ -296,7 +302,9 @@ def dtype(x):
     """Return the DType for `x`: a DType, a name ("float32", "bfloat16", ...; also NumPy's
     sized type strings such as "f4" or "<i8", and "half", "single", "double"), a NumPy dtype
     or scalar type (ml_dtypes types included), a torch dtype, or a (code, bits, lanes)
-    tuple. A name that NumPy and PyTorch read differently ("float", "int") is refused."""
+    tuple; Python's bool, int, float and complex as NumPy reads them (bool, int64, float64,
+    complex128). A name that NumPy and PyTorch read differently ("float", "int") is
+    refused."""
     if type(x) is DType:
         return x
     if type(x) is str:
@@ -315,6 +323,10 @@ def dtype(x):
             raise ValueError(f"no DLPack data type has (code, bits, lanes) = {x!r}")
         return found
     cls = type(x)
+    if cls is type:
+        found = _python_type_dtypes.get(x)
+        if found is not None:
+            return found
     module = getattr(cls, "__module__", "") or ""
     if module == "torch" and cls.__name__ == "dtype":
         name = str(x).rpartition(".")[2]

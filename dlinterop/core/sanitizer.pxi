@@ -4,7 +4,7 @@
 # _sanitizer_write_reports), and
 # for the pytest plugin the watch on a capsule's deleter (_sanitizer_watch) and the note on a
 # producer type (_sanitizer_note_producer); its hooks sit in the paths they watch
-# (export.pxi, consume.pxi, tensor.pxi, allocator.pxi, importer.pxi, the host allocator in
+# (export.pxi, consume.pxi, release.pxi, allocator.pxi, importer.pxi, the host allocator in
 # src/runtime.c).
 # Uses: runtime.pxi (src/sanitizer.h), export.pxi (the capsule names), consume.pxi
 # (_own_export).

@@ -96,7 +96,7 @@ run_pytest() {  # run_pytest DETECT_LEAKS PYTEST_ARGS...
     export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$REPORTS/ubsan"
     export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}"
     # --capture=sys: a report written to fd 2 by a halting sanitizer reaches the log.
-    exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider --capture=sys "$@"
+    exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider --capture=sys --run-slow "$@"
   )
 }
 

@@ -56,7 +56,7 @@ status=0
 valgrind --tool=memcheck --error-exitcode=99 --trace-children=no --child-silent-after-fork=yes \
   --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
   --num-callers=40 "${suppressions[@]}" \
-  "$PYTHON" -m pytest -q -p no:cacheprovider "$@" || status=$?
+  "$PYTHON" -m pytest -q -p no:cacheprovider --run-slow "$@" || status=$?
 if (( status == 99 )); then
   echo "valgrind.sh: memcheck reported errors (see above)" >&2
   exit 1
