@@ -34,9 +34,9 @@ PYTHON_GIL=0 "$env/bin/pytest" -q -p no:cacheprovider --run-slow tests
 # The suite above includes the thread tests at 8 threads and their run-parallel run (4 copies
 # x 8 threads). Then the thread tests again at 16 threads, each test body run by 8 threads at
 # once (pytest-run-parallel; the work divided between the copies): up to 128 threads in one
-# test. This run found the producer-cache use-after-free (see test_threads.py).
+# test. This run found the producer-cache use-after-free (see tests/threads/).
 PYTHON_GIL=0 DLINTEROP_THREADS=16 DLINTEROP_RUN_PARALLEL_COPIES=8 "$env/bin/pytest" -q \
-    -p no:cacheprovider -p run-parallel --parallel-threads=8 --run-slow tests/test_threads.py \
+    -p no:cacheprovider -p run-parallel --parallel-threads=8 --run-slow tests/threads \
     -k "not test_thread_tests_under_run_parallel"
 # The downstream example's wheel for this interpreter: free-threaded CPython has no stable
 # ABI, so its setup.py builds a cp313t wheel here (docs/cython.md, "For downstream package

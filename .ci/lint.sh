@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The linters and formatters in check mode (nothing is rewritten), the map of the core's
-# include files (.ci/check_map.py) and that script's tests. The tools are the versions
+# include files (.ci/check_map.py), the map of the tree (.ci/check_tree.py: file sizes, the
+# pages that name every module and test folder, the include lists' imports, the lists that
+# could be derived) and those scripts' tests. The tools are the versions
 # .pre-commit-config.yaml pins (checked below), in a virtualenv of their own under $TMPDIR;
 # `pre-commit run --all-files` runs the same checks and fixes what it can.
 #
@@ -16,7 +18,7 @@ shellcheck=0.11.0.1
 pytest=9.2.0
 
 # pyproject.toml's [tool.cython-lint] exclude, which cython-lint applies only to the folders
-# it walks, not to files named to it.
+# it walks, not to files named to it. What those two import is checked by .ci/check_tree.py.
 cython_exclude='^dlinterop/(_core|frameworks)\.pyx$'
 
 python - "$ruff" "$cython_lint" "$clang_format" "$shellcheck" <<'PY'
@@ -63,3 +65,7 @@ echo "the maps of _core and frameworks (.ci/check_map.py), and its tests"
 python -m pytest -q .ci/test_check_map.py
 python .ci/check_map.py dlinterop/_core.pyx
 python .ci/check_map.py dlinterop/frameworks.pyx
+
+echo "the tree's map (.ci/check_tree.py), and its tests"
+python -m pytest -q .ci/test_check_tree.py
+python .ci/check_tree.py

@@ -1,6 +1,6 @@
 """Property tests for Tensor views: every view equals NumPy's view of the same data, shares
 its memory, and survives its base being dropped; over shapes, dtypes, basic-index keys,
-reshapes, transposes and dtype views. (Profiles as in tests/test_properties.py.)"""
+reshapes, transposes and dtype views. (Profiles as in tests/support/property_cases.py.)"""
 
 import os
 
@@ -12,7 +12,7 @@ from hypothesis.extra import numpy as hnp
 
 import dlinterop as dl
 
-# 200 examples each; derandomized in CI (CI=true), as tests/test_properties.py's profiles.
+# 200 examples each; derandomized in CI (CI=true), as tests/support/property_cases.py's profiles.
 settings.register_profile(
     "views",
     deadline=None,

@@ -4,6 +4,7 @@ import importlib.util
 import sysconfig
 
 import pytest
+
 from c_build import compile_c
 
 

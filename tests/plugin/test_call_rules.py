@@ -8,6 +8,7 @@ import pytest
 
 import dlinterop as dl
 from dlinterop import _core, sanitizer
+from dlinterop.testing import _call_checks as call_checks
 from dlinterop.testing import _call_rules as call_rules
 from dlinterop.testing._capsules import memory_behind
 from dlinterop.testing._conformance import Producer, consume
@@ -59,13 +60,13 @@ def test_a_device_type_dlpack_does_not_define_is_malformed():
 
 
 def test_version_asked_maps_to_the_checker_rule_of_that_version():
-    assert call_rules._version_rule(None) == "producer.default-legacy"
-    assert call_rules._version_rule((0, 8)) == "producer.max-version-0.8"
-    assert call_rules._version_rule((1, 0)) == "producer.max-version-1.0"
-    assert call_rules._version_rule((1, 2)) == "producer.max-version-1.0"
-    assert call_rules._version_rule((1, 3)) == "producer.max-version-1.3"
-    assert call_rules._version_rule((1, 7)) == "producer.max-version-1.99"
-    assert call_rules._version_rule((2, 0)) == "producer.max-version-2.0"
+    assert call_checks._version_rule(None) == "producer.default-legacy"
+    assert call_checks._version_rule((0, 8)) == "producer.max-version-0.8"
+    assert call_checks._version_rule((1, 0)) == "producer.max-version-1.0"
+    assert call_checks._version_rule((1, 2)) == "producer.max-version-1.0"
+    assert call_checks._version_rule((1, 3)) == "producer.max-version-1.3"
+    assert call_checks._version_rule((1, 7)) == "producer.max-version-1.99"
+    assert call_checks._version_rule((2, 0)) == "producer.max-version-2.0"
 
 
 def test_a_versioned_capsule_for_max_version_0_8_is_caught():
@@ -123,7 +124,7 @@ def test_a_check_that_cannot_read_its_answer_reports_instead_of_raising(monkeypa
     def unreadable(capsule):
         raise RuntimeError("cannot read this")
 
-    monkeypatch.setattr(call_rules, "inspect", unreadable)
+    monkeypatch.setattr(call_checks, "inspect", unreadable)
     rules, seen = checked(Producer(payload=bytes(4), shape=(4,), strides=(1,)))
     assert rules == ["producer.well-formed"]
     assert "could not read the answer: RuntimeError: cannot read this" in seen[0].seen
@@ -275,7 +276,7 @@ def test_after_the_consumer_returns_only_the_capsules_name_is_read(monkeypatch):
     pointer = versioned_pointer(capsule)
     deleter_of(pointer)(pointer)
     del capsule
-    monkeypatch.setattr(call_rules, "inspect", lambda capsule: pytest.fail("struct read"))
+    monkeypatch.setattr(call_checks, "inspect", lambda capsule: pytest.fail("struct read"))
     call_rules.check_consumer(exchange, None)
     assert [v.rule for v in seen] == ["consumer.renames-capsule"]
     assert all(call.capsule is None for call in exchange.calls)  # let go

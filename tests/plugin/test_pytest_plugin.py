@@ -9,9 +9,10 @@ import sys
 import textwrap
 
 import pytest
-from plugin_cases import PRODUCERS, exchange_test
 
 from dlinterop.testing import _call_rules as call_rules
+
+from plugin_cases import PRODUCERS, exchange_test
 
 np = pytest.importorskip("numpy")
 import numpy.ctypeslib  # noqa: E402, F401

@@ -7,10 +7,11 @@ import re
 import textwrap
 
 import pytest
-from plugin_cases import PRODUCERS, exchange_test
 
 from dlinterop.testing import RULES
 from dlinterop.testing import _call_rules as call_rules
+
+from plugin_cases import PRODUCERS, exchange_test
 
 np = pytest.importorskip("numpy")
 import numpy.ctypeslib  # noqa: E402, F401

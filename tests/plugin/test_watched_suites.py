@@ -158,7 +158,7 @@ def test_the_consumers_are_put_back_when_the_run_ends(pytester):
 
 
 def consumers_present():
-    from dlinterop.pytest_plugin import CONSUMERS
+    from dlinterop.testing._plugin_checker import CONSUMERS
 
     found = []
     for module_name, attribute in CONSUMERS:
@@ -172,7 +172,7 @@ def consumers_present():
 
 @pytest.mark.parametrize("consumer", consumers_present())
 def test_a_wrapper_has_its_consumers_signature(consumer):
-    from dlinterop.pytest_plugin import Checker
+    from dlinterop.testing._plugin_checker import Checker
 
     checker = Checker(False, "fail", [], ())
     try:

@@ -2,6 +2,7 @@
 library (no Python headers) that the sanitizer tests load with ctypes."""
 
 import pytest
+
 from c_build import compile_c
 
 

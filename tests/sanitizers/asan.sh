@@ -3,8 +3,8 @@
 # its own and runs pytest there with leak detection. Exits non-zero on any sanitizer report.
 #
 #   bash tests/sanitizers/asan.sh                         # the whole suite (see EXCLUDED below)
-#   bash tests/sanitizers/asan.sh tests/test_malformed.py tests/test_lifetimes.py
-#   bash tests/sanitizers/asan.sh tests/test_threads.py -k race   # any pytest arguments
+#   bash tests/sanitizers/asan.sh tests/test_malformed*.py tests/test_lifetimes*.py
+#   bash tests/sanitizers/asan.sh tests/threads -k race   # any pytest arguments
 #
 # Work folder: $DLINTEROP_ASAN_DIR, default ${TMPDIR:-/tmp}/dlinterop-asan (venv, build tree,
 # reports). The virtualenv does not see the global site-packages on purpose: an editable

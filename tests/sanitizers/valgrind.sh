@@ -2,7 +2,7 @@
 # Valgrind memcheck over dlinterop's core tests: invalid reads and writes, uses of
 # uninitialised memory, and memory definitely lost at exit. Exits non-zero on any error.
 #
-#   bash tests/sanitizers/valgrind.sh                     # tests/test_malformed.py tests/test_lifetimes.py
+#   bash tests/sanitizers/valgrind.sh           # tests/test_malformed*.py tests/test_lifetimes*.py
 #   bash tests/sanitizers/valgrind.sh tests/test_tensor.py -k copy   # any pytest arguments
 #
 # It runs the dlinterop that `python` imports (the ordinary build, no sanitizer), with
@@ -42,11 +42,11 @@ else
        "of what it suppresses" >&2
 fi
 
+cd "$ROOT"
 if [[ $# -eq 0 ]]; then
-  set -- tests/test_malformed.py tests/test_lifetimes.py
+  set -- tests/test_malformed*.py tests/test_lifetimes*.py
 fi
 
-cd "$ROOT"
 export PYTHONMALLOC=malloc
 export PYTHONDONTWRITEBYTECODE=1
 # Deterministic and short: the property tests' example count does not matter here.
