@@ -2,20 +2,20 @@
 # Valgrind memcheck over dlinterop's core tests: invalid reads and writes, uses of
 # uninitialised memory, and memory definitely lost at exit. Exits non-zero on any error.
 #
-#   bash tests/sanitizers/valgrind.sh           # tests/test_malformed*.py tests/test_lifetimes*.py
-#   bash tests/sanitizers/valgrind.sh tests/test_tensor.py -k copy   # any pytest arguments
+#   bash tests/memory_checkers/valgrind.sh           # tests/test_malformed*.py tests/test_lifetimes*.py
+#   bash tests/memory_checkers/valgrind.sh tests/test_tensor.py -k copy   # any pytest arguments
 #
 # It runs the dlinterop that `python` imports (the ordinary build, no sanitizer), with
 # PYTHONMALLOC=malloc so that every Python allocation is one memcheck tracks, CPython's own
 # suppressions (Misc/valgrind-python.supp; Debian's python3 package installs it as
-# /usr/lib/valgrind/python3.supp) and tests/sanitizers/valgrind.supp for what NumPy leaves at
+# /usr/lib/valgrind/python3.supp) and tests/memory_checkers/valgrind.supp for what NumPy leaves at
 # exit. Processes the tests spawn are not traced (--trace-children=no): the ASan script
 # covers those. Expect 30-50x the normal run time (about 5 minutes for the default files on
 # two cores).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-HERE="$ROOT/tests/sanitizers"
+HERE="$ROOT/tests/memory_checkers"
 # The interpreter binary itself: a wrapper (pyenv's shim) would be all that memcheck traced.
 PYTHON="$("${PYTHON:-python}" -c 'import sys; print(sys.executable)')"
 

@@ -2,9 +2,9 @@
 # Builds dlinterop with AddressSanitizer and UndefinedBehaviorSanitizer into a virtualenv of
 # its own and runs pytest there with leak detection. Exits non-zero on any sanitizer report.
 #
-#   bash tests/sanitizers/asan.sh                         # the whole suite (see EXCLUDED below)
-#   bash tests/sanitizers/asan.sh tests/test_malformed*.py tests/test_lifetimes*.py
-#   bash tests/sanitizers/asan.sh tests/threads -k race   # any pytest arguments
+#   bash tests/memory_checkers/asan.sh                         # the whole suite (see EXCLUDED below)
+#   bash tests/memory_checkers/asan.sh tests/test_malformed*.py tests/test_lifetimes*.py
+#   bash tests/memory_checkers/asan.sh tests/threads -k race   # any pytest arguments
 #
 # Work folder: $DLINTEROP_ASAN_DIR, default ${TMPDIR:-/tmp}/dlinterop-asan (venv, build tree,
 # reports). The virtualenv does not see the global site-packages on purpose: an editable
@@ -18,7 +18,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-HERE="$ROOT/tests/sanitizers"
+HERE="$ROOT/tests/memory_checkers"
 WORK="${DLINTEROP_ASAN_DIR:-${TMPDIR:-/tmp}/dlinterop-asan}"
 VENV="$WORK/venv"
 BUILD="$WORK/build"
