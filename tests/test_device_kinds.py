@@ -1,0 +1,119 @@
+"""The table of device kinds (src/device_kinds.h), the one answer to "what kind of device is
+this?": its Python view (dlinterop._core._device_kind) reads the C table's rows, dl.DeviceType
+is made from them, and its columns agree with what the peers do with such memory (NumPy takes
+exactly the host-readable device types; PyTorch names each as the table says)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dlinterop as dl
+from dlinterop import _core
+from dlinterop.testing._conformance import Producer
+
+KINDS = {kind.value: kind for kind in _core._DEVICE_KINDS}
+
+
+def test_every_device_type_is_one_row_and_one_member():
+    assert [kind.value for kind in _core._DEVICE_KINDS] == [int(t) for t in dl.DeviceType]
+    for kind in _core._DEVICE_KINDS:
+        assert dl.DeviceType[kind.name.upper()] == kind.value
+        assert dl.Device(kind.value, 0).type == kind.name
+
+
+@pytest.mark.parametrize("value", [-(2**40), -1, 0, 5, 6, 22, 31, 32, 2**40])
+def test_a_value_dlpack_does_not_define_has_no_row(value):
+    assert _core._device_kind(value) is None
+
+
+@pytest.mark.parametrize(
+    "x", ["cuda_host:1", (3, 1), dl.Device("cuda_host", 1), dl.DeviceType.CUDA_HOST, 3]
+)
+def test_a_row_is_found_from_anything_a_device_is_made_from(x):
+    assert _core._device_kind(x) is KINDS[3]
+
+
+def test_a_tensors_row_is_its_devices():
+    assert _core._device_kind(dl.zeros(2)) is KINDS[1]
+
+
+def test_plain_host_memory_is_the_cpus_alone():
+    assert [k.name for k in _core._DEVICE_KINDS if k.host] == ["cpu"]
+
+
+def test_what_dlinterop_allocates_is_the_host_allocators_and_the_cuda_layers():
+    assert [k.name for k in _core._DEVICE_KINDS if k.allocatable] == [
+        "cpu",
+        "cuda",
+        "cuda_host",
+        "cuda_managed",
+    ]
+    for kind in _core._DEVICE_KINDS:
+        assert kind.allocatable == (kind.host or kind.cuda)
+        assert kind.alignment == (256 if kind.cuda else 0)
+
+
+def test_only_cuda_device_memory_crosses_through_cuda_ipc():
+    assert [k.name for k in _core._DEVICE_KINDS if k.cuda_ipc] == ["cuda"]
+
+
+def test_stream_zero_is_a_rule_of_devices_with_streams():
+    for kind in _core._DEVICE_KINDS:
+        assert not kind.stream_zero or kind.streams
+        assert not kind.cuda or kind.streams
+        assert not kind.pinned or kind.host_readable
+
+
+def _numpy_takes(device_type):
+    p = Producer(payload=bytes(4), shape=(4,), strides=(1,), device_type=device_type)
+    try:
+        np.from_dlpack(p)
+    except RuntimeError as e:
+        assert "Unsupported device" in str(e)
+        return False
+    return True
+
+
+@pytest.mark.parametrize("value", sorted(KINDS))
+def test_host_readable_memory_is_what_numpy_takes(value):
+    assert KINDS[value].host_readable == _numpy_takes(value)
+    assert KINDS[value].numpy == ("cpu" if KINDS[value].host_readable else None)
+
+
+# What torch.from_dlpack makes of memory on every device type, in a child process: without the
+# device's runtime, PyTorch fails an internal assertion on OpenCL memory and crashes at exit.
+_TORCH_NAMES = """
+import json, torch
+from dlinterop.testing._conformance import Producer
+answers = {}
+for value in VALUES:
+    capsule = Producer(payload=bytes(4), shape=(4,), strides=(1,), device_type=value).__dlpack__(
+        max_version=(1, 3))
+    try:
+        answers[value] = torch.from_dlpack(capsule).device.type
+    except BufferError as e:
+        answers[value] = None if "Unsupported device_type" in str(e) else repr(e)
+    except Exception as e:   # a device PyTorch knows, without its runtime here
+        answers[value] = "needs a runtime: " + repr(e)
+print(json.dumps([answers, bool(torch.version.hip)]))
+"""
+
+
+def test_the_torch_names_are_what_torch_from_dlpack_gives():
+    pytest.importorskip("torch")
+    values = [value for value in KINDS if value != dl.DeviceType.OPENCL]
+    code = _TORCH_NAMES.replace("VALUES", repr(values))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    answers, rocm_build = json.loads(out.stdout.splitlines()[-1])
+    for value in values:
+        answer, expected = answers[str(value)], KINDS[value].torch
+        if expected == "hip" and rocm_build:
+            expected = "cuda"
+        if answer is not None and answer.startswith("needs a runtime"):
+            assert expected is not None, (value, answer)
+        else:
+            assert answer == expected, value
