@@ -3,7 +3,9 @@ this?": its Python view (dlinterop._core._device_kind) reads the C table's rows,
 is made from them, and its columns agree with what the peers do with such memory (NumPy takes
 exactly the host-readable device types; PyTorch names each as the table says)."""
 
+import ctypes
 import json
+import pickle
 import subprocess
 import sys
 
@@ -13,6 +15,8 @@ import pytest
 import dlinterop as dl
 from dlinterop import _core
 from dlinterop.testing._conformance import Producer
+
+from forge import forge
 
 KINDS = {kind.value: kind for kind in _core._DEVICE_KINDS}
 
@@ -117,3 +121,62 @@ def test_the_torch_names_are_what_torch_from_dlpack_gives():
             assert expected is not None, (value, answer)
         else:
             assert answer == expected, value
+
+
+def _on(device_type, values=(1.5, 2.5, 3.5, 4.5)):
+    """A forged capsule over host memory holding float32 `values`, said to be on
+    `device_type`, and the Tensor dlinterop imports from it."""
+    forged = forge(shape=(len(values),), dtype=(2, 32, 1), device=(device_type, 0))
+    data = np.array(values, np.float32).tobytes()
+    ctypes.memmove(forged.element_ptr, data, len(data))
+    return forged, dl.from_dlpack(forged.capsule)
+
+
+def test_rocm_host_memory_is_read_by_the_host_as_numpy_reads_it():
+    forged, t = _on(dl.DeviceType.ROCM_HOST)
+    assert t.device == dl.Device("rocm_host:0")
+    assert t.tolist() == [1.5, 2.5, 3.5, 4.5]
+    assert t[1].item() == 2.5
+    assert np.asarray(t).tolist() == np.from_dlpack(t).tolist() == [1.5, 2.5, 3.5, 4.5]
+    assert memoryview(t).tolist() == [1.5, 2.5, 3.5, 4.5]
+    assert pickle.loads(pickle.dumps(t)).tolist() == [1.5, 2.5, 3.5, 4.5]
+    assert "2.5" in repr(t)
+    del t
+    forged.release()
+
+
+def test_rocm_host_memory_is_written_by_the_host():
+    forged, t = _on(dl.DeviceType.ROCM_HOST)
+    t[0] = 9.0
+    np.asarray(t)[3] = 8.0
+    assert np.frombuffer(ctypes.string_at(forged.element_ptr, 16), np.float32).tolist() == [
+        9.0,
+        2.5,
+        3.5,
+        8.0,
+    ]
+    del t
+    forged.release()
+
+
+def test_rocm_host_memory_is_copied_to_the_host_by_the_host():
+    forged, t = _on(dl.DeviceType.ROCM_HOST)
+    for copy in (t.to("cpu"), t[::2].to("cpu"), dl.from_dlpack(t, device="cpu")):
+        assert copy.device == dl.Device("cpu")
+        assert copy.tolist() == t.tolist()[:: 1 if copy.shape == (4,) else 2]
+    exported = dl.from_dlpack(t.__dlpack__(max_version=(1, 3), dl_device=(1, 0)))
+    assert exported.device == dl.Device("cpu") and exported.tolist() == t.tolist()
+    del t, copy, exported
+    forged.release()
+
+
+def test_rocm_device_memory_is_not_read_by_the_host():
+    forged, t = _on(dl.DeviceType.ROCM)
+    with pytest.raises(BufferError, match="rocm"):
+        t.tolist()
+    with pytest.raises(BufferError, match="rocm"):
+        t.to("cpu")
+    with pytest.raises(TypeError, match="rocm"):
+        pickle.dumps(t)
+    del t
+    forged.release()

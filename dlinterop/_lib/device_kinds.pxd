@@ -16,7 +16,6 @@ cdef extern from "device_kinds.h" nogil:
         DLI_KIND_CUDA_GPU
         DLI_KIND_CUDA_IPC
         DLI_DEVICE_TYPES
-        DLI_CUDA_ALIGNMENT
 
     ctypedef struct dli_device_kind:
         const char* name

@@ -236,7 +236,7 @@ cdef Tensor _cast_placed(Tensor t, DType dt, object device, object copy):
     if copy is False:
         raise CopyError(f"casting {dtype_from_dl(t.dl.dtype).name} to {dt.name} makes a new "
                         "Tensor, and copy=False forbids a copy")
-    if host_accessible(t.dl.device.device_type):
+    if dli_device_host_readable(t.dl.device.device_type):
         return _placed(_cast_copy(t, dt), device, None)
     return _cast_copy(_placed(t, device, None), dt)
 

@@ -3,8 +3,12 @@
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, allocator.pxi.
 
 cdef Tensor _copy_tensor(Tensor src, DLDevice target):
+    """A new C-contiguous copy of `src` on `target`: made by the host into plain host memory
+    from memory it copies out of itself (the table's dli_device_host_copies), else by the
+    CUDA layer."""
     cdef Tensor out
-    if src.dl.device.device_type != kDLCPU or target.device_type != kDLCPU:
+    if not (dli_device_host(target.device_type)
+            and dli_device_host_copies(src.dl.device.device_type)):
         return _device_copy(src, target)
     out = _allocate(src.dl.ndim, src.dl.shape, src.dl.dtype, target, DEFAULT_ALIGNMENT, False)
     _copy_into(out, src)

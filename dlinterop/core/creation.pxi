@@ -202,7 +202,7 @@ def share(x):
         return t
     if t.dl.device.device_type == kDLCUDA:
         return _share_cuda(t)
-    if not host_accessible(t.dl.device.device_type):
+    if not dli_device_host_readable(t.dl.device.device_type):
         raise BufferError(f"dl.share takes host or CUDA device memory, not memory on "
                           f"{_device_of(t)}")
     cdef Tensor out = _allocate_shared(t.dl.ndim, t.dl.shape, t.dl.dtype, DEFAULT_ALIGNMENT)

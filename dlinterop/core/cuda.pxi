@@ -92,11 +92,11 @@ cdef object _require_cuda(DLDevice device):
 
 
 cdef bint _can_copy_to(DLDevice src, DLDevice dst):
-    if src.device_type == kDLCPU and dst.device_type == kDLCPU:
+    """Whether _copy_tensor can copy memory on `src` to `dst`: by the host alone, or by the
+    CUDA layer between devices dlinterop reaches, with a GPU."""
+    if dli_device_host(dst.device_type) and dli_device_host_copies(src.device_type):
         return dst.device_id == 0
-    if not (_is_cuda_memory(src.device_type) or src.device_type == kDLCPU):
-        return False
-    if not (_is_cuda_memory(dst.device_type) or dst.device_type == kDLCPU):
+    if not (dli_device_reachable(src.device_type) and dli_device_reachable(dst.device_type)):
         return False
     module = _load_cuda()
     return module is not None and module.device_count() > 0
