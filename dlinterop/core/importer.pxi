@@ -178,7 +178,7 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
             if fault:
                 _refuse_stream(stream, fault,
                                f"memory on {_device_type_name(src_type)}:{src_index}")
-            if _has_streams(<DLDeviceType><int>src_type):
+            if dli_device_streams(<int>src_type):
                 kwargs["stream"] = stream
         if device is not None:
             kwargs["dl_device"] = (<int>target.device_type, target.device_id)
