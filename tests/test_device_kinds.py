@@ -180,3 +180,21 @@ def test_rocm_device_memory_is_not_read_by_the_host():
         pickle.dumps(t)
     del t
     forged.release()
+
+
+@pytest.mark.parametrize("device_type", list(dl.DeviceType))
+def test_the_cuda_array_interface_describes_memory_on_one_gpu(device_type):
+    forged, t = _on(device_type)
+    if device_type in (dl.DeviceType.CUDA, dl.DeviceType.CUDA_MANAGED):
+        assert t.__cuda_array_interface__["data"][0] == t.data_ptr
+    else:
+        with pytest.raises(AttributeError, match="no __cuda_array_interface__"):
+            t.__cuda_array_interface__  # noqa: B018
+    del t
+    forged.release()
+
+
+def test_the_cuda_layers_alignment_is_the_most_that_can_be_asked_of_it():
+    with pytest.raises(ValueError, match="^cuda allocations are 256-byte aligned; alignment=512"):
+        dl.zeros(4, device="cuda", shared=True, alignment=512)
+    assert dl.zeros(4, alignment=4096).data_ptr % 4096 == 0

@@ -150,12 +150,12 @@ cdef Tensor _tensor_over_interface(object obj, dict iface, DLDevice device):
         _byte_strides_to_elements(strides, byte_strides, ndim, dt.itemsize)
     if isinstance(data, tuple):
         address, readonly = data[0], bool(data[1])
-        if device.device_type == kDLCPU:
+        if dli_device_host(device.device_type):
             address += offset
         return _tensor_over(<void*>address, ndim, shape,
                             strides if byte_strides is not None else NULL,
                             dt, device, readonly, owner)
-    if device.device_type != kDLCPU:
+    if not dli_device_host(device.device_type):
         raise TypeError("__cuda_array_interface__ 'data' must be a (pointer, read_only) tuple")
     # No data entry, or a buffer object: the memory is that buffer's, and the array must lie
     # inside it (as NumPy requires: "buffer is too small for requested array").

@@ -134,6 +134,14 @@ del _member
 cdef tuple _cpu_dlpack_device = (DeviceType.CPU, 0)
 
 
+cdef int32_t _device_type_value(object device_type):
+    """A producer's device type as a DLDeviceType's value where it is an int in int32's
+    range, else -1, which no row of the table has."""
+    if isinstance(device_type, int) and -2**31 <= device_type < 2**31:
+        return device_type
+    return -1
+
+
 cdef object _device_type_member(int32_t device_type):
     if not dli_device_known(device_type):
         raise ValueError(f"unknown DLPack device type {device_type}")

@@ -4,7 +4,7 @@
 # kinds), the alignment rule of device memory, and the tails that place a Tensor on its
 # target device (_placed for what was imported, _on_device for what was made on the host,
 # _tensor_to).
-# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, copies.pxi.
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, copies.pxi.
 
 class CopyError(BufferError, ValueError):
     """A copy would be needed, and copy=False forbids it."""
@@ -90,11 +90,13 @@ cdef int _refuse_stream(object stream, int fault, str memory) except -1:
 # -- alignment --------------------------------------------------------------------------
 
 cdef int _check_alignment(DLDevice device, Py_ssize_t alignment) except -1:
-    """ValueError for an alignment the device's allocator cannot honour (CUDA's allocations
-    are 256-byte aligned, and no larger alignment can be asked of it)."""
-    if device.device_type != kDLCPU and alignment > 256:
-        raise ValueError(f"CUDA allocations are 256-byte aligned; alignment={alignment} "
-                         "cannot be honoured")
+    """ValueError for an alignment the device's allocator cannot honour: the table's
+    alignment column (the CUDA layer's allocations are 256-byte aligned, and no larger
+    alignment can be asked of it; the host's take any)."""
+    cdef const dli_device_kind* kind = dli_device_kind_of(device.device_type)
+    if kind != NULL and kind.alignment != 0 and alignment > kind.alignment:
+        raise ValueError(f"{kind.name.decode()} allocations are {kind.alignment}-byte "
+                         f"aligned; alignment={alignment} cannot be honoured")
     return 0
 
 
@@ -143,6 +145,6 @@ cdef Tensor _tensor_to(Tensor self, object device, object copy, object stream):
         return self
     if copy is False:
         _refuse_copy(self.dl.device, target)
-    if stream is None or stream == -1 or not _is_cuda_memory(runs_on.device_type):
+    if stream is None or stream == -1 or not dli_device_cuda(runs_on.device_type):
         return _copy_tensor(self, target)     # (ROCm memory: the copy says it cannot)
     return _copy_on_stream(self, target, stream)
