@@ -5,6 +5,7 @@ exactly the host-readable device types; PyTorch names each as the table says).""
 
 import ctypes
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -198,3 +199,34 @@ def test_the_cuda_layers_alignment_is_the_most_that_can_be_asked_of_it():
     with pytest.raises(ValueError, match="^cuda allocations are 256-byte aligned; alignment=512"):
         dl.zeros(4, device="cuda", shared=True, alignment=512)
     assert dl.zeros(4, alignment=4096).data_ptr % 4096 == 0
+
+
+def test_the_devices_table_of_the_docs_is_the_device_table():
+    # docs/concepts.md's table: a row per device type, each column what the table says.
+    page = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "concepts.md")
+    text = open(page).read()
+    table = text[text.index("| device | DLPack | host-readable |") :]
+    table = table[: table.index("\n\n")]
+    rows = [[cell.strip() for cell in row.split("|")[1:-1]] for row in table.splitlines()[2:]]
+    assert [row[0] for row in rows] == [f"`{kind.name}`" for kind in _core._DEVICE_KINDS]
+    for row, kind in zip(rows, _core._DEVICE_KINDS):
+        name, dlpack, readable, streams, made, ipc, numpy_name, torch_name = row
+        assert dlpack.endswith(f"({kind.value})"), row
+        assert readable == ("yes" if kind.host_readable else "no"), row
+        assert streams == (
+            ("yes, 0 its default" if kind.stream_zero else "yes, 0 refused")
+            if kind.streams
+            else "no"
+        ), row
+        assert made == (
+            "the host"
+            if kind.host
+            else "the CUDA layer"
+            if kind.cuda
+            else "copied out by the host"
+            if kind.host_readable
+            else "carried only"
+        ), row
+        assert ipc == ("yes" if kind.cuda_ipc else "no"), row
+        assert numpy_name == (f"`{kind.numpy}`" if kind.numpy else "—"), row
+        assert torch_name == (f"`{kind.torch}`" if kind.torch else "—"), row
