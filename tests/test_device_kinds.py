@@ -7,6 +7,7 @@ import ctypes
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 
@@ -230,3 +231,22 @@ def test_the_devices_table_of_the_docs_is_the_device_table():
         assert ipc == ("yes" if kind.cuda_ipc else "no"), row
         assert numpy_name == (f"`{kind.numpy}`" if kind.numpy else "—"), row
         assert torch_name == (f"`{kind.torch}`" if kind.torch else "—"), row
+
+
+@pytest.mark.parametrize("device", ["cpu:0", "rocm:0", "rocm_host:0", "vulkan:0"])
+def test_dl_cuda_takes_no_device_outside_the_cuda_layer(device):
+    with pytest.raises(ValueError, match=f"^{device} is not a CUDA device"):
+        dl.cuda.Stream(device)
+
+
+def test_the_cuda_layer_allocates_exactly_the_tables_cuda_rows():
+    # src/cuda_layer.h numbers the kinds of memory it allocates as DLPack's device types (and
+    # IPC-capable device memory past them), so that dlinterop._cuda is handed device types.
+    header = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "cuda_layer.h")
+    text = open(header).read()
+    block = text[text.index("enum {\n  DLI_CUDA_DEVICE") :]
+    kinds = dict(re.findall(r"(DLI_CUDA_\w+) = (\w+)", block[: block.index("};")]))
+    del kinds["DLI_CUDA_DEVICE_IPC"]
+    assert {int(value, 0) for value in kinds.values()} == {
+        kind.value for kind in _core._DEVICE_KINDS if kind.cuda
+    }
