@@ -14,7 +14,8 @@
  * comparison (the export's "plain host memory?"), a larger one to a bounds check and a shift.
  *
  * Included through dlinterop/_lib/device_kinds.pxd, so compiled into each module that
- * cimports it (dlinterop._core, dlinterop.testing._conformance).
+ * cimports it (dlinterop._core, dlinterop.testing._conformance), and by the core's C that
+ * asks (src/numpy_route.c).
  */
 #ifndef DLINTEROP_DEVICE_KINDS_H_
 #define DLINTEROP_DEVICE_KINDS_H_

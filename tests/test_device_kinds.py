@@ -250,3 +250,25 @@ def test_the_cuda_layer_allocates_exactly_the_tables_cuda_rows():
     assert {int(value, 0) for value in kinds.values()} == {
         kind.value for kind in _core._DEVICE_KINDS if kind.cuda
     }
+
+
+@pytest.mark.parametrize("device_type", [1, 3, 11, 13])
+def test_numpys_hand_back_wraps_plain_host_memory_alone(device_type):
+    # Other host-readable memory goes through np.from_dlpack, whose array's base (the
+    # capsule) says where the memory is.
+    if not dl.build_info()["numpy_route_built"]:
+        pytest.skip("built without NumPy's headers: there is no native hand-back")
+    previous = _core._set_numpy_route(True)
+    forged, t = _on(device_type)
+    try:
+        dl.to_framework(dl.zeros(1), like=np)  # decides the hand-back
+        assert _core._numpy_handback()
+        a = dl.to_framework(t, like=np)
+        wrapped = a.base is t
+        assert a.tolist() == [1.5, 2.5, 3.5, 4.5]
+        del a
+    finally:
+        _core._set_numpy_route(previous)
+    assert wrapped == (device_type == dl.DeviceType.CPU)
+    del t
+    forged.release()
