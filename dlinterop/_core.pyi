@@ -11,6 +11,7 @@ from typing import (
     SupportsIndex,
     TypeAlias,
     final,
+    overload,
 )
 
 from typing_extensions import CapsuleType, disjoint_base
@@ -113,6 +114,46 @@ class DeviceType(enum.IntEnum):
 _Order: TypeAlias = Literal["C", "F", "A", "K"]
 
 _DeviceLike: TypeAlias = Device | str | tuple[int, int] | DeviceType
+
+# The core's view of the table of device kinds (src/device_kinds.h), for dlinterop's own
+# Python modules.
+@final
+class _DeviceKind:
+    @property
+    def value(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def host(self) -> bool: ...
+    @property
+    def host_readable(self) -> bool: ...
+    @property
+    def pinned(self) -> bool: ...
+    @property
+    def streams(self) -> bool: ...
+    @property
+    def stream_zero(self) -> bool: ...
+    @property
+    def cuda(self) -> bool: ...
+    @property
+    def cuda_gpu(self) -> bool: ...
+    @property
+    def cuda_ipc(self) -> bool: ...
+    @property
+    def allocatable(self) -> bool: ...
+    @property
+    def alignment(self) -> int: ...
+    @property
+    def torch(self) -> str | None: ...
+    @property
+    def numpy(self) -> str | None: ...
+
+_DEVICE_KINDS: tuple[_DeviceKind, ...]
+
+@overload
+def _device_kind(x: DeviceType | Device | str | tuple[int, int] | Tensor) -> _DeviceKind: ...
+@overload
+def _device_kind(x: int) -> _DeviceKind | None: ...
 
 @final
 class Device:

@@ -28,9 +28,17 @@ from libc.string cimport memcpy, memset, strcmp
 
 from dlinterop.dlpack cimport *
 from dlinterop._cuda_table cimport dli_cuda_table
+from dlinterop._lib.device_kinds cimport (
+    DLI_DEVICE_TYPES, DLI_KIND_CUDA, DLI_KIND_CUDA_GPU, DLI_KIND_CUDA_IPC, DLI_KIND_HOST,
+    DLI_KIND_HOST_READABLE, DLI_KIND_PINNED, DLI_KIND_STREAM_ZERO, DLI_KIND_STREAMS,
+    dli_device_cuda, dli_device_cuda_gpu, dli_device_cuda_ipc, dli_device_host,
+    dli_device_host_copies, dli_device_host_readable, dli_device_kind, dli_device_kind_of,
+    dli_device_known, dli_device_pinned, dli_device_reachable, dli_device_stream_zero,
+    dli_device_streams,
+)
 from dlinterop._lib.rules cimport (
-    MAX_NDIM, dims_from_python, element_count, element_count_of, host_accessible,
-    is_c_contiguous, item_bytes, refuse_ndim, same_device, storage_bytes,
+    MAX_NDIM, dims_from_python, element_count, element_count_of, is_c_contiguous, item_bytes,
+    refuse_ndim, same_device, storage_bytes,
 )
 from dlinterop._lib.threadsafe cimport FREE_THREADED, type_version
 from dlinterop._lib.type_cache cimport (

@@ -7,6 +7,8 @@
  */
 #include "numpy_route.h"
 
+#include "device_kinds.h"
+
 #ifdef DLI_HAVE_NUMPY
 
 #define NPY_NO_DEPRECATED_API NPY_2_0_API_VERSION
@@ -142,9 +144,11 @@ PyObject* dli_numpy_wrap(const DLTensor* t, int readonly, PyObject* base) {
   int type_num = type_num_of(t->dtype);
   int i;
 
-  /* An array from np.from_dlpack reports a pinned or managed capsule's device through
-   * its base: those stay with NumPy, as do dtypes and ranks its table does not have. */
-  if (type_num < 0 || t->device.device_type != kDLCPU || t->ndim < 0 || t->ndim > NPY_MAXDIMS) {
+  /* Plain host memory only (src/device_kinds.h): an array from np.from_dlpack reports a
+   * pinned or managed capsule's device through its base, so those stay with NumPy, as do
+   * dtypes and ranks its table does not have. */
+  if (type_num < 0 || !dli_device_host(t->device.device_type) || t->ndim < 0 ||
+      t->ndim > NPY_MAXDIMS) {
     return NULL;
   }
   descr = PyArray_DescrFromType(type_num);

@@ -20,8 +20,8 @@ int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim,
 /* A new exact numpy.ndarray viewing `t` as np.from_dlpack would make it (dtype, shape, byte
  * strides, writeable unless `readonly`), with `base` (a new reference taken here) keeping
  * the memory alive. NULL without an exception where NumPy's own from_dlpack must decide
- * (a device other than kDLCPU, a dtype outside NumPy's builtin table, too many dimensions);
- * NULL with an exception where NumPy refused the array. */
+ * (memory other than plain host memory, a dtype outside NumPy's builtin table, too many
+ * dimensions); NULL with an exception where NumPy refused the array. */
 PyObject* dli_numpy_wrap(const DLTensor* t, int readonly, PyObject* base);
 
 #endif

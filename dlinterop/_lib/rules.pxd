@@ -5,9 +5,7 @@
 from cpython.number cimport PyNumber_Index
 from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t
 
-from dlinterop.dlpack cimport (
-    DLDataType, DLDevice, DLDeviceType, DLTensor, kDLCPU, kDLCUDAHost, kDLCUDAManaged,
-)
+from dlinterop.dlpack cimport DLDataType, DLDevice, DLTensor
 
 
 cdef extern from "runtime.h":
@@ -23,11 +21,6 @@ cdef inline int refuse_ndim(Py_ssize_t ndim, object error) except -1:
     if ndim < 0:
         raise error(f"a tensor cannot have {ndim} dimensions")
     raise error(f"a tensor has at most {MAX_NDIM} dimensions, got {ndim}")
-
-
-cdef inline bint host_accessible(DLDeviceType device_type) noexcept nogil:
-    """Memory the CPU can read and write directly."""
-    return device_type == kDLCPU or device_type == kDLCUDAHost or device_type == kDLCUDAManaged
 
 
 cdef inline bint same_device(DLDevice a, DLDevice b) noexcept nogil:

@@ -25,7 +25,7 @@ cdef int _setitem(Tensor t, object key, object value) except -1:
             "a legacy DLPack capsule cannot say whether its memory may be written"
             if t.flags & FLAG_READ_ONLY_ASSUMED else "its producer marked it read-only")
             + "); assign into a copy, t.copy()")
-    if not host_accessible(t.dl.device.device_type):
+    if not dli_device_host_readable(t.dl.device.device_type):
         raise BufferError(f"assignment writes host memory, and this tensor's memory is on "
                           f"{_device_of(t)}; {_host_hint(t.dl.device)}")
     # The elements key selects, in elements from t's element 0: indexing a one-byte view
@@ -52,7 +52,7 @@ cdef int _setitem(Tensor t, object key, object value) except -1:
         src = _tensor_from_data(value, dt, None)    # the Python-value rules, in t's type
     else:
         src = asarray(value)
-    if not host_accessible(src.dl.device.device_type):
+    if not dli_device_host_readable(src.dl.device.device_type):
         src = _copy_tensor(src, _CPU)
     _broadcast_into(src, view, strides)
     if _overlaps(src, strides, view, t, first):

@@ -150,12 +150,12 @@ cdef Tensor _tensor_over_interface(object obj, dict iface, DLDevice device):
         _byte_strides_to_elements(strides, byte_strides, ndim, dt.itemsize)
     if isinstance(data, tuple):
         address, readonly = data[0], bool(data[1])
-        if device.device_type == kDLCPU:
+        if dli_device_host(device.device_type):
             address += offset
         return _tensor_over(<void*>address, ndim, shape,
                             strides if byte_strides is not None else NULL,
                             dt, device, readonly, owner)
-    if device.device_type != kDLCPU:
+    if not dli_device_host(device.device_type):
         raise TypeError("__cuda_array_interface__ 'data' must be a (pointer, read_only) tuple")
     # No data entry, or a buffer object: the memory is that buffer's, and the array must lie
     # inside it (as NumPy requires: "buffer is too small for requested array").
@@ -236,7 +236,7 @@ cdef Tensor _cast_placed(Tensor t, DType dt, object device, object copy):
     if copy is False:
         raise CopyError(f"casting {dtype_from_dl(t.dl.dtype).name} to {dt.name} makes a new "
                         "Tensor, and copy=False forbids a copy")
-    if host_accessible(t.dl.device.device_type):
+    if dli_device_host_readable(t.dl.device.device_type):
         return _placed(_cast_copy(t, dt), device, None)
     return _cast_copy(_placed(t, device, None), dt)
 

@@ -16,7 +16,7 @@ cdef int _fill_buffer(Tensor t, Py_buffer* buf, int flags) except -1:
     cdef int i
     cdef bint strides_wanted = (flags & PyBUF_STRIDES) == PyBUF_STRIDES
     cdef bint one_axis
-    if not host_accessible(t.dl.device.device_type):
+    if not dli_device_host_readable(t.dl.device.device_type):
         raise BufferError(f"memory on {_device_of(t)} is not host-accessible; "
                           f"{_host_hint(t.dl.device)}")
     if fmt == NULL:

@@ -170,7 +170,7 @@ cdef int _cast_run(_CastTables tables, const char* src, int64_t src_first, DLDat
 
 
 cdef int _require_host(Tensor t, str what) except -1:
-    if not host_accessible(t.dl.device.device_type):
+    if not dli_device_host_readable(t.dl.device.device_type):
         raise BufferError(f"{what} runs on the host, and this tensor's memory is on "
                           f"{_device_of(t)}; {_host_hint(t.dl.device)}")
     return 0

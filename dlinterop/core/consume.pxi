@@ -65,7 +65,7 @@ cdef Tensor _repacked(Tensor padded):
     padded layout; ml_dtypes' in NumPy), with strides in elements, which are bytes there.
     The copy is flagged IS_COPIED, and FLAG_REPACKED so that copy=False can refuse it."""
     cdef DLDataType dt = padded.dl.dtype
-    if not host_accessible(padded.dl.device.device_type):
+    if not dli_device_host_readable(padded.dl.device.device_type):
         raise BufferError(f"padded {dtype_text(dt)} data on {padded.device} cannot be "
                           "repacked: dlinterop repacks sub-byte data in host memory only")
     cdef Tensor out = _allocate(padded.dl.ndim, padded.dl.shape, dt, padded.dl.device,

@@ -17,7 +17,7 @@ cdef object _numpy_array_of(Tensor t, object dtype, object copy):
     first, so this serves the types the buffer protocol has no format for: the bytes are
     read as unsigned ints of the same size, then viewed as NumPy's own type for them."""
     import numpy as np
-    if not host_accessible(t.dl.device.device_type):
+    if not dli_device_host_readable(t.dl.device.device_type):
         raise TypeError(f"a tensor on {_device_of(t)} cannot be a NumPy array (NumPy holds host "
                         f"memory); {_host_hint(t.dl.device)}")
     cdef DType dt = dtype_from_dl(t.dl.dtype)
@@ -79,7 +79,7 @@ cdef object _read_values(Tensor t, bint flat):
     with `flat` one list of them. Read in C where the type has a reader (values.pxi), over
     t's own strides; else, or when the element count overflows int64, through a C-order
     copy by dlinterop._lib.values."""
-    if not host_accessible(t.dl.device.device_type):
+    if not dli_device_host_readable(t.dl.device.device_type):
         t = _copy_tensor(t, _CPU)
     cdef dli_reader reader
     cdef int64_t count
@@ -139,7 +139,7 @@ cdef object _one_value(Tensor t, str what):
                         f"has shape {_shape_of(t)}") if what != "a bool" else ValueError(
             f"the truth value of a tensor of shape {_shape_of(t)} is ambiguous (it holds "
             f"{element_count(&t.dl)} elements)")
-    if host_accessible(t.dl.device.device_type) and _value_reader(t.dl.dtype, &reader):
+    if dli_device_host_readable(t.dl.device.device_type) and _value_reader(t.dl.dtype, &reader):
         return _read_one(&reader, t)   # the only element: every index 0, at byte_offset
     value = _values_of(t)
     while type(value) is list:
@@ -160,7 +160,7 @@ cdef object _item_value(Tensor t):
 
 cdef object _index_value(Tensor t):
     """operator.index(t), once t's type is checked to be an integer type."""
-    if (element_count(&t.dl) == 1 and host_accessible(t.dl.device.device_type)
+    if (element_count(&t.dl) == 1 and dli_device_host_readable(t.dl.device.device_type)
             and t.dl.dtype.lanes == 1):
         return _read_index(t)
     return _one_value(t, "an index")
@@ -234,7 +234,7 @@ cdef object _values_text(Tensor t, int indent):
     not float64's 9.99999993922529e-09, as NumPy prints them), or None where they cannot
     be read here (device memory). A tensor with no element shows [] whatever its shape:
     the cost follows the elements, never an extent that holds none."""
-    if not host_accessible(t.dl.device.device_type):
+    if not dli_device_host_readable(t.dl.device.device_type):
         return None
     for i in range(t.dl.ndim):
         if t.dl.shape[i] == 0:

@@ -67,11 +67,11 @@ cdef Tensor _new_from_python(object shape, object dtype_like, object device, obj
     if ndim < 0:
         ndim = dims_from_python(shape, dims, False)
     if shared:
-        if dev.device_type != kDLCPU:
+        if not dli_device_host(dev.device_type):
             _check_alignment(dev, align)
             return _allocate_cuda_ipc(ndim, dims, dt.dl, dev, zero)
         return _allocate_shared(ndim, dims, dt.dl, <size_t>align)   # zero-filled anyway
-    if dev.device_type != kDLCPU and align > DEFAULT_ALIGNMENT:
+    if not dli_device_host(dev.device_type) and align > DEFAULT_ALIGNMENT:
         # In the order _allocate checks: the layout, then a runtime for the device.
         checked_nbytes(ndim, dims, dt.dl, dev)
         _require_cuda(dev)
@@ -153,7 +153,7 @@ cdef Tensor _full(object shape, object value, DType dt, object device, object al
         pattern = PyBytes_AS_STRING(encoded)
     t = _new_from_python(shape, dt, device, alignment, False, shared)
     count = element_count(&t.dl)
-    if t.dl.device.device_type == kDLCPU:
+    if dli_device_host(t.dl.device.device_type):
         dli_fill(<char*>t.dl.data, pattern, <size_t>dt.itemsize, count)
     else:
         _device_fill(t, PyBytes_FromStringAndSize(<char*>pattern, dt.itemsize), count)
@@ -200,9 +200,9 @@ def share(x):
     cdef Tensor t = x if type(x) is Tensor else _from_dlpack(x, None, None, None)
     if _shared_memory_of(t) is not None or _is_cuda_ipc_memory(t):
         return t
-    if t.dl.device.device_type == kDLCUDA:
+    if dli_device_cuda_ipc(t.dl.device.device_type):
         return _share_cuda(t)
-    if not host_accessible(t.dl.device.device_type):
+    if not dli_device_host_readable(t.dl.device.device_type):
         raise BufferError(f"dl.share takes host or CUDA device memory, not memory on "
                           f"{_device_of(t)}")
     cdef Tensor out = _allocate_shared(t.dl.ndim, t.dl.shape, t.dl.dtype, DEFAULT_ALIGNMENT)

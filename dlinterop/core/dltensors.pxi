@@ -2,7 +2,7 @@
 # it, and the checks the size rule shares), Tensors over validated foreign memory
 # (_tensor_over), and the one door from a process handle to a Tensor (_read_handle_layout,
 # _tensor_from_handle).
-# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi.
+# Uses: runtime.pxi, dtypes.pxi, tensor_base.pxi.
 
 # What is wrong with a layout (a foreign DLTensor, or a shape and type to allocate), found
 # without the GIL or any Python object: the checks run on every import and every
@@ -59,7 +59,7 @@ cdef inline LayoutProblem _check_dltensor(const DLTensor* dl) noexcept nogil:
     cdef LayoutProblem problem = _check_ndim_and_dtype(dl.ndim, dl.shape, dl.dtype)
     if problem != LAYOUT_OK:
         return problem
-    if not _known_device_type(dl.device.device_type):
+    if not dli_device_known(dl.device.device_type):
         return BAD_DEVICE_TYPE
     if dl.device.device_id < 0:
         return BAD_DEVICE_ID

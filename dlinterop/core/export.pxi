@@ -254,7 +254,7 @@ cdef object _export(Tensor t, object stream, object max_version, object dl_devic
     cdef bint versioned = negotiated >= 0
     cdef uint32_t minor = negotiated if versioned else 0
     if (stream is None and dl_device is None and copy is None
-            and t.dl.device.device_type == kDLCPU):
+            and dli_device_host(t.dl.device.device_type)):
         # The common case: share the memory as it is.
         if versioned:
             return _make_versioned_capsule(t, minor, t.flags & DLPACK_FLAG_BITMASK_READ_ONLY)
@@ -294,7 +294,7 @@ cdef int _check_stream_arg(Tensor t, object stream) except -1:
     cdef int fault = _stream_fault(stream, t.dl.device.device_type)
     if fault:
         _refuse_stream(stream, fault, f"a tensor on {_device_of(t)}")
-    if _is_cuda_memory(t.dl.device.device_type):
+    if dli_device_cuda(t.dl.device.device_type):
         _cuda_stream_wait(t, 1 if stream is None else stream)
     return 0
 

@@ -170,7 +170,7 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
             kwargs["copy"] = copy
         if current_stream:
             src_type, src_index = obj.__dlpack_device__()
-            if src_type in (kDLCUDA, kDLCUDAManaged):
+            if dli_device_cuda_gpu(_device_type_value(src_type)):
                 kwargs["stream"] = _cuda_current_stream(src_index)
         elif stream is not None:
             src_type, src_index = obj.__dlpack_device__()
@@ -178,7 +178,7 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
             if fault:
                 _refuse_stream(stream, fault,
                                f"memory on {_device_type_name(src_type)}:{src_index}")
-            if _has_streams(<DLDeviceType><int>src_type):
+            if dli_device_streams(<int>src_type):
                 kwargs["stream"] = stream
         if device is not None:
             kwargs["dl_device"] = (<int>target.device_type, target.device_id)
@@ -219,7 +219,7 @@ cdef Tensor _import_through_exchange_api(_Producer producer, object obj):
         Py_DecRef(exc_value)
         Py_DecRef(exc_tb)
         return None
-    if m != NULL and m.dl_tensor.device.device_type != kDLCPU:
+    if m != NULL and not dli_device_host(m.dl_tensor.device.device_type):
         if not _cuda_sync_exchange(api, m.dl_tensor.device):
             if m.deleter != NULL:
                 m.deleter(m)
@@ -252,7 +252,7 @@ cdef int borrow_dltensor(object obj, DLTensor* out, bint sharing) except -1:
         # The ordinary import says what is wrong with it; and a DLTensor has no flags, so
         # sub-byte data, which may be padded, comes through a managed tensor that says.
         return 0
-    if out.device.device_type != kDLCPU:
+    if not dli_device_host(out.device.device_type):
         if not _cuda_sync_exchange(api, out.device):
             return 0
     return 1

@@ -59,7 +59,7 @@ cdef object _scalar_of(Tensor t):
     if t.dl.dtype.lanes != 1:
         raise TypeError(f"an element of the vector type {dtype_from_dl(t.dl.dtype).name} is "
                         "no number")
-    if not host_accessible(t.dl.device.device_type):
+    if not dli_device_host_readable(t.dl.device.device_type):
         t = _copy_tensor(t, _CPU)
     kind = _read_scalar(t, &x)
     if kind == DLI_SCALAR_NONE:

@@ -48,7 +48,7 @@ cdef tuple _reduce_tensor(Tensor self, object protocol):
     """Tensor.__reduce_ex__: by value. With protocol 5 the bytes are one flat buffer, out of
     band when the pickler has a buffer_callback (zero-copy); with older protocols they are
     bytes in the pickle, after padding from 1 MiB on (see _BYTES_PAD)."""
-    if not host_accessible(self.dl.device.device_type):
+    if not dli_device_host_readable(self.dl.device.device_type):
         raise TypeError(f"a tensor on {_device_of(self)} cannot be pickled; "
                         "move it with .to('cpu') first")
     src = self if is_c_contiguous(&self.dl) else _copy_tensor(self, self.dl.device)

@@ -21,7 +21,7 @@ cdef inline void _release_tensor(Tensor self) noexcept:
     self.managed_versioned = NULL
     self.managed_legacy = NULL
     if self.alloc_base != NULL:
-        if self.dl.device.device_type == kDLCPU:
+        if dli_device_host(self.dl.device.device_type):
             dli_host_free(self.alloc_base, self.alloc_nbytes)
         else:
             _device_free(self.alloc_base, self.alloc_nbytes, self.dl.device)

@@ -119,7 +119,7 @@ cdef inline dli_scalar_kind _read_scalar(Tensor t, dli_scalar* out) noexcept:
     type of one lane (what was read: a dli_scalar_kind), else DLI_SCALAR_NONE (and for a
     small float format until its table is filled): item(), float(t) ... without a reader."""
     cdef dli_scalar_kind kind
-    if element_count(&t.dl) != 1 or not host_accessible(t.dl.device.device_type):
+    if element_count(&t.dl) != 1 or not dli_device_host_readable(t.dl.device.device_type):
         return DLI_SCALAR_NONE
     kind = dli_scalar_at(t.dl.dtype, <const char*>t.dl.data + t.dl.byte_offset, NULL, out)
     if kind == DLI_SCALAR_NONE and dli_atomic_load(&_code_values_state) == 1:

@@ -12,8 +12,6 @@ from dlinterop.testing._capsules import memory_behind, read_only_behind
 from dlinterop.testing._conformance import capsule_name, inspect
 from dlinterop.testing._model import IS_COPIED, KNOWN_FLAGS, READ_ONLY
 
-_CPU = 1
-_DEVICE_TYPES = frozenset(int(t) for t in _core.DeviceType)
 # Keywords added to __dlpack__ after DLPack 0.8: a producer older than them raises TypeError,
 # and a consumer retries without them.
 _NEW_KEYWORDS = frozenset({"max_version", "dl_device", "copy"})
@@ -22,6 +20,19 @@ _NEW_KEYWORDS = frozenset({"max_version", "dl_device", "copy"})
 def _error_text(error):
     message = str(error).splitlines()[0][:100] if str(error) else ""
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+def _host(device_type):
+    """Whether the core's table of device kinds calls memory on `device_type` (an int) plain
+    host memory: CPU memory, for which a consumer passes no stream."""
+    kind = _core._device_kind(device_type)
+    return kind is not None and kind.host
+
+
+def _host_readable(device_type):
+    """Whether the table says the host reads memory on `device_type` (an int) directly."""
+    kind = _core._device_kind(device_type)
+    return kind is not None and kind.host_readable
 
 
 def _device_pair(device):
@@ -41,7 +52,7 @@ def _check_device_answer(exchange, device):
             "producer.device",
             f"__dlpack_device__() returned {device!r}, not a (type, index) tuple of integers",
         )
-    elif pair[0] not in _DEVICE_TYPES:
+    elif _core._device_kind(pair[0]) is None:
         exchange.violation(
             "producer.device",
             f"__dlpack_device__() returned device type {pair[0]}, which DLPack does not define",
@@ -187,8 +198,8 @@ def _check_flags(exchange, kwargs, info):
             "(DLPack 1.2+ requires them)",
         )
     address = info["data"] + info["byte_offset"]
-    # Host memory with elements: whether it is shared or read-only can be asked.
-    memory = info["device"][0] == _CPU and all(n != 0 for n in info["shape"] or ())
+    # Host-readable memory with elements: whether it is shared or read-only can be asked.
+    memory = _host_readable(info["device"][0]) and all(n != 0 for n in info["shape"] or ())
     copy = kwargs.get("copy")
     copied = bool(flags & IS_COPIED)
     if copy is True and not copied:
@@ -238,8 +249,8 @@ def _check_consumer(exchange, result, raised):
     device = _device_pair(exchange.device)
     taken = calls[-1]
     info = taken.info
-    on_cpu = (device is not None and device[0] == _CPU) or (
-        info is not None and info["device"][0] == _CPU
+    on_cpu = (device is not None and _host(device[0])) or (
+        info is not None and _host(info["device"][0])
     )
     for call in calls:
         stream = call.kwargs.get("stream", call.args[0] if call.args else None)

@@ -14,6 +14,7 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset, strcmp
 
 from dlinterop.dlpack cimport *
+from dlinterop._lib.device_kinds cimport dli_device_host_readable
 
 cdef extern from "Python.h":
     ctypedef void (*RawDestructor)(PyObject*) noexcept
@@ -328,9 +329,10 @@ def inspect(capsule):
 
 
 def read(capsule, Py_ssize_t nbytes):
-    """nbytes from an unconsumed capsule's data + byte_offset (host memory only)."""
+    """nbytes from an unconsumed capsule's data + byte_offset (host-readable memory only:
+    the table of device kinds, src/device_kinds.h)."""
     info = inspect(capsule)
-    if "data" not in info or info["device"][0] != kDLCPU:
+    if "data" not in info or not dli_device_host_readable(info["device"][0]):
         raise ValueError("not an unconsumed host-memory DLPack capsule")
     if nbytes <= 0:
         return b""

@@ -4,6 +4,8 @@ validated before the capsule is consumed): accept it, or reject it with which ex
 
 import math
 
+from dlinterop import _core
+
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
 UINT64_MAX = 2**64 - 1
@@ -55,7 +57,9 @@ NUMPY_CODES = {
     (5, 128, 1),
     (6, 8, 1),
 }
-KNOWN_DEVICES = {t for t in range(1, 22) if t not in (5, 6)}
+# The device types DLPack defines, from the core's table of device kinds (which
+# tests/test_dlpack_header.py compares with dlpack.h).
+KNOWN_DEVICES = {kind.value for kind in _core._DEVICE_KINDS}
 KNOWN_FLAGS = 0b111  # READ_ONLY, IS_COPIED, IS_SUBBYTE_TYPE_PADDED
 EXTREME_INTS = [
     0,
