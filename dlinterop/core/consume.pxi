@@ -27,7 +27,7 @@ cdef Tensor _wrap_versioned(const DLManagedTensorVersioned* m):
     _validate_dltensor(&m.dl_tensor)
     if m.flags & ~(<uint64_t>(DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED)):
         _check_unusual_flags(m.flags)     # one test on the common path
-    return _wrap_dltensor(&m.dl_tensor, m.flags)
+    return _wrap_dltensor(&m.dl_tensor, m.flags, None)
 
 
 cdef int _check_unusual_flags(uint64_t flags) except -1:
@@ -139,7 +139,7 @@ cdef Tensor _consume_capsule(object capsule):
         _validate_dltensor(&ml.dl_tensor)
         # A legacy capsule cannot say whether its memory may be written: assume not, and
         # remember that this is an assumption (a legacy re-export may pass it on).
-        t = _wrap_dltensor(&ml.dl_tensor, DLPACK_FLAG_BITMASK_READ_ONLY)
+        t = _wrap_dltensor(&ml.dl_tensor, DLPACK_FLAG_BITMASK_READ_ONLY, None)
         t.flags |= FLAG_READ_ONLY_ASSUMED
         PyCapsule_SetName(capsule, NAME_USED_LEGACY)
         if _own_export(<void*>ml.deleter):
@@ -161,10 +161,8 @@ cdef Tensor _consume_capsule(object capsule):
 
 cdef Tensor _view_of(Tensor src):
     """A new Tensor sharing src's memory, as exporting and importing it would give."""
-    cdef Tensor t = _wrap_dltensor(&src.dl, src.flags & DLPACK_FLAG_BITMASK_READ_ONLY)
-    t.flags |= src.flags & FLAG_READ_ONLY_ASSUMED
-    t.owner_ref = _memory_owner(src)
-    return t
+    return _layout_view(src, src.dl.ndim, src.dl.shape, src.dl.strides,
+                        <int64_t>src.dl.byte_offset, src.dl.dtype)
 
 
 cdef inline bint _own_export(const void* deleter) noexcept:

@@ -134,9 +134,7 @@ cdef Tensor _tensor_over(void* data, int ndim, const int64_t* shape, const int64
     dl.strides = <int64_t*>strides
     dl.byte_offset = 0
     _validate_dltensor(&dl)
-    cdef Tensor t = _wrap_dltensor(&dl, DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0)
-    t.owner_ref = owner
-    return t
+    return _wrap_dltensor(&dl, DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0, owner)
 
 
 # The door every Tensor received from another process comes through (a shared-memory
@@ -187,7 +185,7 @@ cdef Tensor _tensor_from_handle(HandleLayout* layout, void* base, size_t length,
     dl.byte_offset = 0
     _validate_dltensor(&dl)
     _check_inside(&dl, layout.offset, <int64_t>length)
-    return _wrap_dltensor(&dl, DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0)
+    return _wrap_dltensor(&dl, DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0, None)
 
 
 cdef int _check_inside(const DLTensor* dl, int64_t start, int64_t nbytes) except -1:

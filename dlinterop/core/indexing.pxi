@@ -2,7 +2,7 @@
 # a view holding the root memory owner. Keys of exact ints, slices, ... and None are read
 # in C; any other key, and every refusal, goes through the general reader, so both give the
 # same views and the same errors.
-# Uses: runtime.pxi, dtypes.pxi, views.pxi.
+# Uses: runtime.pxi, dtypes.pxi, tensor_base.pxi (_layout_view), views.pxi.
 
 cdef extern from *:
     bint PySlice_Check(PyObject* o) noexcept

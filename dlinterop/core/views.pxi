@@ -23,40 +23,6 @@ cdef inline bint _exact_int(PyObject* o, int64_t* out) noexcept:
     return True
 
 
-cdef Tensor _layout_view(Tensor src, int ndim, const int64_t* shape, const int64_t* strides,
-                         int64_t byte_offset, DLDataType dtype):
-    """A Tensor over src's memory with this layout (strides in elements of `dtype`,
-    byte_offset from src's data pointer, negative where element 0 lies below it), owned
-    as src's memory is. The layout is the caller's to check."""
-    cdef Tensor t = Tensor.__new__(Tensor)
-    _reserve_shape(t, ndim)
-    if ndim > 0:
-        memcpy(t.dl.shape, shape, ndim * sizeof(int64_t))
-        memcpy(t.dl.strides, strides, ndim * sizeof(int64_t))
-    t.dl.data = src.dl.data
-    if byte_offset < 0:
-        # Element 0 lies below src's data pointer (src has negative strides): point at it
-        # instead of handing out a negative byte_offset, which DLPack's is not.
-        t.dl.data = <char*>src.dl.data + byte_offset
-        byte_offset = 0
-    t.dl.byte_offset = <uint64_t>byte_offset
-    t.dl.device = src.dl.device
-    t.dl.dtype = dtype
-    t.flags = src.flags & (DLPACK_FLAG_BITMASK_READ_ONLY | FLAG_READ_ONLY_ASSUMED)
-    t.owner_ref = _memory_owner(src)
-    return t
-
-
-cdef Tensor offset_in_pointer(Tensor t):
-    """t itself when its byte_offset is 0, else the same view with the offset moved into its
-    data pointer, for consumers that ignore byte_offset (Warp reads `data` alone)."""
-    if t.dl.byte_offset == 0:
-        return t
-    cdef Tensor v = _layout_view(t, t.dl.ndim, t.dl.shape, t.dl.strides, 0, t.dl.dtype)
-    v.dl.data = <char*>t.dl.data + t.dl.byte_offset
-    return v
-
-
 cdef Tensor _view_with(Tensor src, int ndim, int64_t* shape, int64_t* strides,
                        int64_t byte_offset, DLDataType dtype):
     """_layout_view, after checking that packed sub-byte elements stay addressable."""
