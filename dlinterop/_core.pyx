@@ -55,8 +55,8 @@ include "core/runtime.pxi"         # C declarations, atomics, constants
 include "core/once.pxi"            # one-time set-ups: no lock held across Python, fork-safe
 include "core/dtypes.pxi"          # DType and dl.dtype()
 include "core/devices.pxi"         # DeviceType, Device, device parsing
-include "core/tensor_base.pxi"     # the Tensor's C-level life: layouts, owners, readers
-include "core/dltensors.pxi"       # validating foreign DLTensors; the door for handles
+include "core/tensor_base.pxi"     # the Tensor's C-level life: constructors, owners, readers
+include "core/layouts.pxi"         # layout checks: foreign DLTensors, new buffers; handles
 include "core/cuda.pxi"            # the hooks into the CUDA layer (dlinterop._cuda)
 include "core/allocator.pxi"       # the size rule, new buffers, the exchange allocator, memory_stats
 include "core/copies.pxi"          # copies between devices and layouts, fills

@@ -1,7 +1,7 @@
 # Provides: dlinterop's allocator: the one size rule for every new buffer, the memory
 # limits every allocation is checked against (src/memory_limits.h), _allocate and
 # empty_tensor, the allocator of the exchange table, and memory_stats with its counters.
-# Uses: runtime.pxi, devices.pxi, tensor_base.pxi, dltensors.pxi, cuda.pxi (device memory).
+# Uses: runtime.pxi, devices.pxi, tensor_base.pxi, layouts.pxi, cuda.pxi (device memory).
 
 cdef extern from "memory_limits.h" nogil:
     ctypedef struct dli_memory_room:

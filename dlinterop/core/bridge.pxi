@@ -1,7 +1,7 @@
 # Provides: dl.asarray, the bridge for objects without DLPack: __cuda_array_interface__,
 # __array_interface__ and the buffer protocol, zero-copy wherever the source allows; then
 # Python data; a cast where a dtype asks for one; dl.tensor (always a copy).
-# Uses: runtime.pxi, dtypes.pxi, devices.pxi, dltensors.pxi, cuda.pxi, placement.pxi,
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, layouts.pxi, cuda.pxi, placement.pxi,
 # consume.pxi, importer.pxi, creation.pxi (_dtype_of), python_data.pxi, casts.pxi.
 
 @cython.final

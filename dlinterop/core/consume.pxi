@@ -2,7 +2,7 @@
 # it is consumed, its flags included; padded sub-byte data repacked), views of Tensors, the
 # short cut for dlinterop's own exports; the flags DLPack defines (_DLPACK_FLAGS) and
 # _layout_problem (the importer's verdict on a capsule's layout, for the pytest plugin).
-# Uses: runtime.pxi, dtypes.pxi, tensor_base.pxi, dltensors.pxi, allocator.pxi, export.pxi
+# Uses: runtime.pxi, dtypes.pxi, tensor_base.pxi, layouts.pxi, allocator.pxi, export.pxi
 # (dlinterop's own deleters).
 
 # The flag bits DLPack defines, by their names in dlpack.h (the conformance checker and the

@@ -1,6 +1,6 @@
 # Provides: the native NumPy routes, both ways: exact ndarrays imported through NumPy's C API
 # with no Python call, and the ndarray handed back by to_framework(t, like=numpy).
-# Uses: runtime.pxi, once.pxi, tensor_base.pxi, dltensors.pxi, consume.pxi (the probes'
+# Uses: runtime.pxi, once.pxi, tensor_base.pxi, layouts.pxi, consume.pxi (the probes'
 # capsules).
 #
 # NumPy publishes no exchange table, so an exact numpy.ndarray is read through NumPy's C

@@ -1,6 +1,6 @@
 # Provides: pickling by value: a Tensor's bytes as an out-of-band buffer (_RawBytes) and
 # _rebuild_tensor, which trusts nothing in the pickled state.
-# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, dltensors.pxi,
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, layouts.pxi,
 # allocator.pxi, copies.pxi, bridge.pxi.
 
 # A Tensor pickled before protocol 5 travels as bytes in the pickle. From 1 MiB on, they

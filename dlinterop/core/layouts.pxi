@@ -1,7 +1,8 @@
-# Provides: the layout checks (LayoutProblem: every foreign DLTensor before dlinterop views
-# it, and the checks the size rule shares), Tensors over validated foreign memory
-# (_tensor_over), and the one door from a process handle to a Tensor (_read_handle_layout,
-# _tensor_from_handle).
+# Provides: the layout checks, found without the GIL (LayoutProblem): of every foreign
+# DLTensor before dlinterop views it (_check_dltensor, _validate_dltensor), and those the
+# size rule of new buffers shares (allocator.pxi's _buffer_size); a foreign layout checked
+# then made a Tensor by tensor_base.pxi (_tensor_over); and the one door from a process
+# handle to a Tensor (_read_handle_layout, _tensor_from_handle, _check_inside).
 # Uses: runtime.pxi, dtypes.pxi, tensor_base.pxi.
 
 # What is wrong with a layout (a foreign DLTensor, or a shape and type to allocate), found
