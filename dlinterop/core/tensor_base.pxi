@@ -78,7 +78,7 @@ cdef int _relayout(Tensor t, int ndim, const int64_t* shape, const int64_t* stri
     return 0
 
 
-cdef Tensor _wrap_dltensor(const DLTensor* dl, uint64_t flags, object owner):
+cdef inline Tensor _wrap_dltensor(const DLTensor* dl, uint64_t flags, object owner):
     """A Tensor viewing a validated DLTensor, with its own copy of shape and strides (C
     order where dl has none), its READ_ONLY and IS_COPIED bits from `flags`, kept alive by
     `owner` (None: what keeps the memory alive is the caller's to record)."""
