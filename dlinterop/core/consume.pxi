@@ -66,7 +66,7 @@ cdef Tensor _repacked(Tensor padded):
     The copy is flagged IS_COPIED, and FLAG_REPACKED so that copy=False can refuse it."""
     cdef DLDataType dt = padded.dl.dtype
     if not dli_device_host_readable(padded.dl.device.device_type):
-        raise BufferError(f"padded {dtype_text(dt)} data on {padded.device} cannot be "
+        raise BufferError(f"padded {dtype_text(dt)} data on {_device_of(padded)} cannot be "
                           "repacked: dlinterop repacks sub-byte data in host memory only")
     cdef Tensor out = _allocate(padded.dl.ndim, padded.dl.shape, dt, padded.dl.device,
                                 DEFAULT_ALIGNMENT, False)

@@ -132,7 +132,7 @@ def _tensor_over_frame(data, shape, dtype_triple, readonly):
     cdef int64_t dims[MAX_NDIM]
     ndim, dt, view = _checked_state(data, shape, dtype_triple, readonly, dims)
     cdef Tensor base = _tensor_from_buffer(view)
-    cdef Tensor t = _tensor_over(base.dl.data, ndim, dims, NULL, dt, _CPU, base.readonly,
+    cdef Tensor t = _tensor_over(base.dl.data, ndim, dims, NULL, dt, _CPU, _is_readonly(base),
                                  base.owner_ref)
     if readonly:
         t.flags |= DLPACK_FLAG_BITMASK_READ_ONLY
