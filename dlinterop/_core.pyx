@@ -79,7 +79,8 @@ include "core/python_data.pxi"     # arange, Tensors from nested sequences
 include "core/bridge.pxi"          # asarray over the array interfaces and the buffer protocol
 include "core/exchange.pxi"        # dlinterop's own exchange table, published
 include "core/pickling.pxi"        # pickling by value
-include "core/views.pxi"           # views: transpose, reshape, squeeze, dtype views
+include "core/views.pxi"           # views: transpose, squeeze, dtype views
+include "core/reshape.pxi"         # reshape: a view where the strides allow
 include "core/orders.pxi"          # copy(order=), flatten, ravel
 include "core/indexing.pxi"        # t[key]: basic indexing
 include "core/assignment.pxi"      # t[key] = value: broadcast, cast

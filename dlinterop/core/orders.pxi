@@ -1,7 +1,7 @@
 # Provides: copies and flat views in NumPy's orders ("C", "F", "A", "K"): Tensor.copy(order=)
 # (_copy_in_order), flatten (_flattened: always a copy) and ravel (_raveled: a view where
 # the strides allow, else a copy), each read in the order NumPy reads them.
-# Uses: dtypes.pxi (_is_packed_subbyte), tensor_base.pxi, copies.pxi, views.pxi.
+# Uses: dtypes.pxi (_is_packed_subbyte), tensor_base.pxi, copies.pxi, views.pxi, reshape.pxi.
 
 
 cdef bint _is_f_contiguous(Tensor t) noexcept:
