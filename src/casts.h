@@ -34,6 +34,7 @@
 
 #include "casts_elements.h"
 #include "dlpack/dlpack.h"
+#include "dtype_bits.h"
 #include "runtime.h" /* DLI_MAX_NDIM */
 
 /* -- rows between the plain C types, without a switch per element ---------------------- */
@@ -173,8 +174,8 @@ static int dli_cast(const char* src, int64_t src_first, DLDataType sdt, const in
                     const dli_small_float_encoding* small_floats, double* bad) {
   int64_t index[DLI_MAX_NDIM] = {0};
   int same = sdt.code == ddt.code && sdt.bits == ddt.bits && sdt.lanes == ddt.lanes;
-  int64_t sitem = ((int64_t)sdt.bits * sdt.lanes + 7) / 8;
-  int64_t ditem = ((int64_t)ddt.bits * ddt.lanes + 7) / 8;
+  int64_t sitem = dli_item_bytes(sdt);
+  int64_t ditem = dli_item_bytes(ddt);
   for (int i = 0; i < ndim; ++i)
     if (shape[i] == 0) return DLI_CAST_OK;
   int inner = ndim - 1;
@@ -182,7 +183,7 @@ static int dli_cast(const char* src, int64_t src_first, DLDataType sdt, const in
   int64_t sstep = ndim > 0 ? sstrides[inner] : 0;
   int64_t dstep = ndim > 0 ? dstrides[inner] : 0;
   int source = dli_plain_index(sdt), target = dli_plain_index(ddt);
-  int packed = (int64_t)sdt.bits * sdt.lanes < 8 || (int64_t)ddt.bits * ddt.lanes < 8;
+  int packed = dli_is_packed(sdt) || dli_is_packed(ddt);
   int64_t s = src_first, d = dst_first;
   for (;;) {
     if (same && !packed) {

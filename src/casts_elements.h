@@ -15,6 +15,7 @@
 
 #include "casts_floats.h"
 #include "dlpack/dlpack.h"
+#include "dtype_bits.h"
 #include "values.h"
 
 /* What dli_cast found wrong with a value: nothing, NaN for an integer type, or a value out
@@ -171,7 +172,7 @@ static inline int dli_cast_store(char* base, int64_t at, DLDataType dt, int64_t 
    type dt into *v; `tables` are the small float formats' values (values.h). */
 static inline dli_scalar_kind dli_cast_load(const char* base, int64_t at, DLDataType dt,
                                             int64_t itemsize, const double* tables, dli_scalar* v) {
-  if (dt.bits < 8) {
+  if (dli_is_packed(dt)) {
     char code = (char)dli_code_at(base, at * dt.bits, dt.bits);
     return dli_scalar_at(dt, &code, tables, v);
   }
@@ -182,7 +183,7 @@ static inline dli_scalar_kind dli_cast_load(const char* base, int64_t at, DLData
 static inline void dli_copy_element(const char* src, int64_t from, char* dst, int64_t to,
                                     DLDataType dt, int64_t itemsize) {
   int64_t bits = (int64_t)dt.bits * dt.lanes;
-  if (bits < 8)
+  if (dli_is_packed(dt))
     dli_store_code(dst, to * bits, (int)bits, dli_code_at(src, from * bits, (int)bits));
   else
     memcpy(dst + to * itemsize, src + from * itemsize, (size_t)itemsize);

@@ -32,7 +32,7 @@ cdef LayoutProblem _buffer_size(int ndim, const int64_t* shape, DLDataType dt,
         return problem
     if __builtin_mul_overflow(count, <int64_t>dt.bits * dt.lanes, &bits) or bits > INT64_MAX - 7:
         return BYTES_OVERFLOW
-    nbytes[0] = (bits + 7) // 8   # packed sub-byte data rounds up to whole bytes
+    nbytes[0] = storage_bytes(count, dt)   # packed sub-byte data rounds up to whole bytes
     return LAYOUT_OK
 
 

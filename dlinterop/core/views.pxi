@@ -30,7 +30,7 @@ cdef Tensor _view_with(Tensor src, int ndim, int64_t* shape, int64_t* strides,
     """_layout_view, after checking that packed sub-byte elements stay addressable."""
     cdef int i
     cdef int64_t bits = <int64_t>dtype.bits * dtype.lanes
-    if bits % 8 and element_count_of(ndim, shape) > 0:
+    if _is_packed_subbyte(dtype) and element_count_of(ndim, shape) > 0:
         # Sub-byte elements are packed: a view must keep each row's elements packed (its
         # last axis contiguous) and on a byte boundary, or no consumer could address it.
         for i in range(ndim - 1):
@@ -157,7 +157,7 @@ cdef Tensor _as_dtype(Tensor src, DType dt):
     if old_bits == new_bits:
         return _view_with(src, ndim, shape, strides, src.dl.byte_offset, dt.dl)
     name = dtype_text(src.dl.dtype)
-    if old_bits % 8 or new_bits % 8:
+    if _is_packed_subbyte(src.dl.dtype) or _is_packed_subbyte(dt.dl):
         raise ValueError(f"a view of {name} as {dt.name} would split or join sub-byte "
                          "elements")
     if ndim == 0:
@@ -167,8 +167,8 @@ cdef Tensor _as_dtype(Tensor src, DType dt):
     if not empty and shape[ndim - 1] > 1 and strides[ndim - 1] != 1:
         raise ValueError(f"viewing {name} as {dt.name} needs the last axis contiguous")
     if (shape[ndim - 1] * old_bits) % new_bits:
-        raise ValueError(f"the last axis ({shape[ndim - 1]} x {old_bits // 8} bytes) does not "
-                         f"divide into {dt.name} elements of {new_bits // 8} bytes")
+        raise ValueError(f"the last axis ({shape[ndim - 1]} x {item_bytes(src.dl.dtype)} bytes) "
+                         f"does not divide into {dt.name} elements of {dt.itemsize} bytes")
     for i in range(ndim - 1):
         if not empty and shape[i] > 1 and (strides[i] * old_bits) % new_bits:
             raise ValueError(f"axis {i}'s stride does not divide into {dt.name} elements")
