@@ -88,8 +88,9 @@ cdef class DType:
             import numpy
         except ImportError:
             raise TypeError(f"{self.name}.to_numpy() needs numpy, which is not installed") from None
-        if (self.dl.code in (kDLInt, kDLUInt, kDLFloat, kDLBool) and self.dl.bits >= 8) or (
-                self.dl.code == kDLComplex and self.dl.bits >= 64):
+        if self.buffer_format != NULL:
+            # NumPy's own types are the registry's with a buffer-protocol format (bool, the
+            # 8- to 64-bit integers, float16/32/64, complex64/128), under the same names.
             return numpy.dtype(self.name)
         if self.dl.code == kDLComplex or self.dl.lanes != 1:
             raise TypeError(f"NumPy has no dtype for {self.name}")
