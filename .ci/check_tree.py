@@ -45,11 +45,7 @@ ALLOWED = {
     "tests/test_dtypes_devices.py": OTHER_PASS,
 }
 # Names an include list imports that none of its files use, allowed with a reason (d).
-UNUSED_ALLOWED = {
-    ("dlinterop/_core.pyx", "Py_DECREF"): (
-        "_core.pyx is being changed in issue 55's core pass, which drops the cimport"
-    ),
-}
+UNUSED_ALLOWED = {}
 # The package's files that are no module of their own: stubs go with their module, and
 # include files are mapped by .ci/check_map.py (each with its Provides and Uses lines).
 NOT_MODULES = (".pyi", ".pxi", "__init__.py", "py.typed")
