@@ -63,7 +63,6 @@ include "core/copies.pxi"          # copies between devices and layouts, fills
 include "core/values.pxi"          # element values as Python objects, read in C
 include "core/casts.pxi"           # casts between data types, by NumPy's rules
 include "core/placement.pxi"       # copy=, stream=, alignment: where a Tensor goes
-include "core/placement_moves.pxi" # whether a move to a device takes a copy
 include "core/export.pxi"          # __dlpack__, to_dlpack: capsules out
 include "core/consume.pxi"         # capsules and managed tensors in
 include "core/shared.pxi"          # shared-memory Tensors and their handles

@@ -3,8 +3,7 @@
 # made. The capsule names and deleters the importer recognises as dlinterop's own.
 # Uses: runtime.pxi, devices.pxi, tensor_base.pxi, cuda.pxi (stream order, the devices it
 # reaches), allocator.pxi (the export counter), copies.pxi (the copy dl_device= or copy=True
-# asks for), placement.pxi (the copy= and stream= rules), placement_moves.pxi (whether they
-# ask for a copy).
+# asks for), placement.pxi (the copy= and stream= rules).
 
 cdef const char* NAME_LEGACY = "dltensor"
 cdef const char* NAME_VERSIONED = "dltensor_versioned"
