@@ -1,8 +1,8 @@
 /*
  * A data type's bits as bytes, and whether its elements are packed, each said once for
- * dlinterop's C (the casts, the packing kernel of runtime.c) and for the core, which
- * declares dli_is_packed (core/dtypes.pxi's _is_packed_subbyte). Cython modules that
- * cimport dlinterop/_lib/rules.pxd count bytes with its item_bytes and storage_bytes.
+ * dlinterop's C (the casts, the packing kernel of runtime.c) and its Cython, which declares
+ * them: dlinterop/_lib/rules.pxd's item_bytes and storage_bytes, core/dtypes.pxi's
+ * _is_packed_subbyte.
  */
 #ifndef DLINTEROP_DTYPE_BITS_H_
 #define DLINTEROP_DTYPE_BITS_H_
