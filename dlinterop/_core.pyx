@@ -16,7 +16,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.number cimport PyNumber_Index
 from cpython.object cimport Py_EQ, Py_GE, Py_GT, Py_LE, Py_LT, Py_NE
 from cpython.pycapsule cimport PyCapsule_CheckExact, PyCapsule_GetName, PyCapsule_SetName
-from cpython.ref cimport Py_DECREF, Py_INCREF, PyObject
+from cpython.ref cimport Py_INCREF, PyObject
 from libc.float cimport FLT_MAX
 from libc.math cimport ceil
 from libc.stdint cimport (
@@ -55,8 +55,8 @@ include "core/runtime.pxi"         # C declarations, atomics, constants
 include "core/once.pxi"            # one-time set-ups: no lock held across Python, fork-safe
 include "core/dtypes.pxi"          # DType and dl.dtype()
 include "core/devices.pxi"         # DeviceType, Device, device parsing
-include "core/tensor_base.pxi"     # the Tensor's C-level life: layouts, owners, readers
-include "core/dltensors.pxi"       # validating foreign DLTensors; the door for handles
+include "core/tensor_base.pxi"     # the Tensor's C-level life: constructors, owners, readers
+include "core/layouts.pxi"         # layout checks: foreign DLTensors, new buffers; handles
 include "core/cuda.pxi"            # the hooks into the CUDA layer (dlinterop._cuda)
 include "core/allocator.pxi"       # the size rule, new buffers, the exchange allocator, memory_stats
 include "core/copies.pxi"          # copies between devices and layouts, fills
@@ -78,7 +78,8 @@ include "core/python_data.pxi"     # arange, Tensors from nested sequences
 include "core/bridge.pxi"          # asarray over the array interfaces and the buffer protocol
 include "core/exchange.pxi"        # dlinterop's own exchange table, published
 include "core/pickling.pxi"        # pickling by value
-include "core/views.pxi"           # views: transpose, reshape, squeeze, dtype views
+include "core/views.pxi"           # views: transpose, squeeze, dtype views
+include "core/reshape.pxi"         # reshape: a view where the strides allow
 include "core/orders.pxi"          # copy(order=), flatten, ravel
 include "core/indexing.pxi"        # t[key]: basic indexing
 include "core/assignment.pxi"      # t[key] = value: broadcast, cast

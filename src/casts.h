@@ -19,282 +19,23 @@
  * A cast to the same type copies the bits (NaN payloads included). NaN keeps its sign in
  * every cast; its payload is not promised.
  *
+ * The parts, each one concern: casts_floats.h (a double rounded into the narrow float
+ * formats), casts_elements.h (one element read, written or copied); here, the rows
+ * between the plain C types without a switch per element, and the cast of a whole
+ * strided array, row by row.
+ *
  * Included by dlinterop/core/casts.pxi (dlinterop._core only).
  */
 #ifndef DLINTEROP_CASTS_H_
 #define DLINTEROP_CASTS_H_
 
-#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "casts_elements.h"
 #include "dlpack/dlpack.h"
+#include "dtype_bits.h"
 #include "runtime.h" /* DLI_MAX_NDIM */
-#include "values.h"
-
-/* What dli_cast found wrong with a value: nothing, NaN for an integer type, or a value out
-   of the integer type's range (the infinities too). */
-enum { DLI_CAST_OK = 0, DLI_CAST_NAN = 1, DLI_CAST_RANGE = 2 };
-
-/* How a small float format (DLPack codes 7 to 17) encodes a double, as
-   dlinterop._lib.minifloat.encode does: the magnitudes of its codes 0 to the largest finite
-   one, in order, then the value where rounding overflows; the codes for NaN and for
-   overflow by sign ([0] positive, [1] negative); its sign bit (0: none); and its kind. */
-#define DLI_SMALL_FLOAT_MAX_CODES 257
-enum { DLI_SMALL_FLOAT_PLAIN = 0, DLI_SMALL_FLOAT_FNUZ = 1, DLI_SMALL_FLOAT_E8M0 = 2 };
-typedef struct {
-  double magnitudes[DLI_SMALL_FLOAT_MAX_CODES];
-  int count; /* entries in magnitudes: the last is the overflow value */
-  uint8_t nan_code[2];
-  uint8_t overflow_code[2];
-  uint8_t sign_bit;
-  uint8_t kind;
-} dli_small_float_encoding;
-
-/* x in a small float format, rounded to nearest (ties to even; e8m0's ties up). */
-static inline unsigned dli_encode_small_float(const dli_small_float_encoding* f, double x) {
-  int negative = signbit(x) != 0;
-  if (x != x) return f->nan_code[negative];
-  if (f->kind == DLI_SMALL_FLOAT_E8M0 && (negative || x == 0)) return f->nan_code[0];
-  double a = fabs(x);
-  int overflow = f->count - 1;
-  int lo = 0, hi = f->count; /* the first magnitude >= a (bisect_left) */
-  while (lo < hi) {
-    int mid = (lo + hi) / 2;
-    if (f->magnitudes[mid] < a)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  int code;
-  if (lo > overflow) {
-    code = overflow;
-  } else if (lo == 0 || f->magnitudes[lo] == a) {
-    code = lo;
-  } else {
-    double middle = (f->magnitudes[lo - 1] + f->magnitudes[lo]) / 2; /* exact: few bits */
-    if (a < middle)
-      code = lo - 1;
-    else if (a > middle || f->kind == DLI_SMALL_FLOAT_E8M0)
-      code = lo;
-    else
-      code = lo % 2 == 0 ? lo : lo - 1;
-  }
-  if (code == overflow) return f->overflow_code[negative];
-  if (negative && (code != 0 || f->kind != DLI_SMALL_FLOAT_FNUZ)) code |= f->sign_bit;
-  return (unsigned)code;
-}
-
-/* x rounded to float16 (nearest even; past 65504 to infinity; NaN keeps its sign and the
-   top of its payload, as NumPy's conversion keeps them). */
-static inline uint16_t dli_double_to_half(double x) {
-  uint64_t bits;
-  memcpy(&bits, &x, sizeof bits);
-  uint16_t sign = (uint16_t)((bits >> 48) & 0x8000u);
-  int exponent = (int)((bits >> 52) & 0x7FF);
-  uint64_t mantissa = bits & 0xFFFFFFFFFFFFFULL;
-  if (exponent == 0x7FF) {
-    uint16_t payload = (uint16_t)(mantissa >> 42);
-    return (uint16_t)(sign | 0x7C00u | (mantissa == 0 ? 0 : payload ? payload : 1));
-  }
-  int e = exponent - 1023;
-  if (e >= 16) return (uint16_t)(sign | 0x7C00u);
-  if (e < -25) return sign; /* below half the smallest subnormal, 2**-25 */
-  uint64_t significand = mantissa | (1ULL << 52);
-  /* Bits to drop: to units of 2**-24 for a subnormal result, to 10 mantissa bits else. */
-  int drop = e < -14 ? 28 - e : 42;
-  uint64_t kept = significand >> drop;
-  uint64_t rest = significand & ((1ULL << drop) - 1);
-  uint64_t half = 1ULL << (drop - 1);
-  if (rest > half || (rest == half && (kept & 1))) ++kept;
-  if (e < -14) return (uint16_t)(sign | kept); /* 0x400, the smallest normal, if it carried */
-  /* kept includes the implicit bit: a carry to 0x800 moves into the exponent field. */
-  uint32_t h = ((uint32_t)(e + 15) << 10) + (uint32_t)(kept - 0x400);
-  return (uint16_t)(sign | (h >= 0x7C00u ? 0x7C00u : h));
-}
-
-/* x rounded to bfloat16 once, from its exact value, as ml_dtypes rounds a double (nearest
-   even; NaN is the quiet NaN of its sign): rounded to odd into a float first, which keeps
-   enough bits that the second rounding gives the first's answer. */
-static inline uint16_t dli_double_to_bfloat16(double x) {
-  if (x != x) return signbit(x) ? 0xFFC0u : 0x7FC0u;
-  float f = (float)x;
-  uint32_t bits;
-  memcpy(&bits, &f, sizeof bits);
-  if ((double)f != x && !isinf(x)) {
-    if (fabs((double)f) > fabs(x)) --bits; /* rounded away from zero: step back */
-    bits |= 1;                             /* inexact: odd */
-  }
-  bits += 0x7FFFu + ((bits >> 16) & 1);
-  return (uint16_t)(bits >> 16);
-}
-
-/* The code of `bits` bits at bit position `bit` from base set to `code` (the other bits of
-   the bytes it touches kept). */
-static inline void dli_store_code(char* base, int64_t bit, int bits, unsigned code) {
-  unsigned char* p = (unsigned char*)base + (bit >> 3);
-  int shift = (int)(bit & 7);
-  unsigned mask = (1u << bits) - 1u;
-  p[0] = (unsigned char)((p[0] & ~(mask << shift)) | ((code & mask) << shift));
-  if (shift + bits > 8) {
-    int spill = 8 - shift;
-    p[1] = (unsigned char)((p[1] & ~(mask >> spill)) | ((code & mask) >> spill));
-  }
-}
-
-/* The value read as a double (an integer rounded once, to nearest). */
-static inline double dli_scalar_real(dli_scalar_kind kind, const dli_scalar* v) {
-  if (kind == DLI_SCALAR_REAL || kind == DLI_SCALAR_COMPLEX) return v->real;
-  if (kind == DLI_SCALAR_UINT) return (double)v->unsigned_integer;
-  return (double)v->integer;
-}
-
-/* The value read as a float, rounded once from the exact value. */
-static inline float dli_scalar_float(dli_scalar_kind kind, const dli_scalar* v) {
-  if (kind == DLI_SCALAR_REAL || kind == DLI_SCALAR_COMPLEX) return (float)v->real;
-  if (kind == DLI_SCALAR_UINT) return (float)v->unsigned_integer;
-  return (float)v->integer;
-}
-
-/* The value as the two's complement bits of an integer type of `bits` bits and signedness
-   `is_signed`, in *out: DLI_CAST_OK, or what is wrong with a real value (*bad: it). */
-static inline int dli_scalar_integer(dli_scalar_kind kind, const dli_scalar* v, int bits,
-                                     int is_signed, uint64_t* out, double* bad) {
-  if (kind == DLI_SCALAR_UINT) {
-    *out = v->unsigned_integer;
-    return DLI_CAST_OK;
-  }
-  if (kind != DLI_SCALAR_REAL && kind != DLI_SCALAR_COMPLEX) {
-    *out = (uint64_t)v->integer;
-    return DLI_CAST_OK;
-  }
-  double x = v->real;
-  if (x != x) {
-    *bad = x;
-    return DLI_CAST_NAN;
-  }
-  double t = trunc(x);
-  /* The range's bounds as doubles: exact (powers of two, or 2**bits - 1 below 64 bits). */
-  double low = is_signed ? -ldexp(1.0, bits - 1) : 0.0;
-  double past = is_signed ? ldexp(1.0, bits - 1) : ldexp(1.0, bits);
-  if (!(t >= low && t < past)) {
-    *bad = x;
-    return DLI_CAST_RANGE;
-  }
-  *out = is_signed ? (uint64_t)(int64_t)t : (uint64_t)t;
-  return DLI_CAST_OK;
-}
-
-/* Writes the value read (kind, *v) as element `at` (counted in elements from base; a
-   packed sub-byte element at bit at * bits) of the one-lane type dt. */
-static inline int dli_cast_store(char* base, int64_t at, DLDataType dt, int64_t itemsize,
-                                 dli_scalar_kind kind, const dli_scalar* v,
-                                 const dli_small_float_encoding* small_floats, double* bad) {
-  char* p = base + at * itemsize;
-  switch (dt.code) {
-    case kDLBool: {
-      int truth;
-      if (kind == DLI_SCALAR_REAL)
-        truth = v->real != 0;
-      else if (kind == DLI_SCALAR_COMPLEX)
-        truth = v->real != 0 || v->imag != 0;
-      else if (kind == DLI_SCALAR_UINT)
-        truth = v->unsigned_integer != 0;
-      else
-        truth = v->integer != 0;
-      *p = (char)truth;
-      return DLI_CAST_OK;
-    }
-    case kDLInt:
-    case kDLUInt: {
-      uint64_t u;
-      int err = dli_scalar_integer(kind, v, dt.bits, dt.code == kDLInt, &u, bad);
-      if (err) return err;
-      switch (dt.bits) {
-        case 8: *(uint8_t*)p = (uint8_t)u; break;
-        case 16: {
-          uint16_t x = (uint16_t)u;
-          memcpy(p, &x, sizeof x);
-          break;
-        }
-        case 32: {
-          uint32_t x = (uint32_t)u;
-          memcpy(p, &x, sizeof x);
-          break;
-        }
-        case 64: memcpy(p, &u, sizeof u); break;
-        default: dli_store_code(base, at * dt.bits, dt.bits, (unsigned)u);
-      }
-      return DLI_CAST_OK;
-    }
-    case kDLFloat:
-      if (dt.bits == 16) {
-        uint16_t h = dli_double_to_half(dli_scalar_real(kind, v));
-        memcpy(p, &h, sizeof h);
-      } else if (dt.bits == 32) {
-        float f = dli_scalar_float(kind, v);
-        memcpy(p, &f, sizeof f);
-      } else {
-        double d = dli_scalar_real(kind, v);
-        memcpy(p, &d, sizeof d);
-      }
-      return DLI_CAST_OK;
-    case kDLBfloat: {
-      uint16_t h = dli_double_to_bfloat16(dli_scalar_real(kind, v));
-      memcpy(p, &h, sizeof h);
-      return DLI_CAST_OK;
-    }
-    case kDLComplex:
-    case kDLBcomplex: {
-      double imag = kind == DLI_SCALAR_COMPLEX ? v->imag : 0.0;
-      if (dt.code == kDLBcomplex || dt.bits == 32) {
-        uint16_t parts[2];
-        int brain = dt.code == kDLBcomplex;
-        double real = dli_scalar_real(kind, v);
-        parts[0] = brain ? dli_double_to_bfloat16(real) : dli_double_to_half(real);
-        parts[1] = brain ? dli_double_to_bfloat16(imag) : dli_double_to_half(imag);
-        memcpy(p, parts, sizeof parts);
-      } else if (dt.bits == 64) {
-        float parts[2] = {dli_scalar_float(kind, v), (float)imag};
-        memcpy(p, parts, sizeof parts);
-      } else {
-        double parts[2] = {dli_scalar_real(kind, v), imag};
-        memcpy(p, parts, sizeof parts);
-      }
-      return DLI_CAST_OK;
-    }
-    default: break;
-  }
-  /* a small float format (the caller checked dli_table_bits) */
-  unsigned code = dli_encode_small_float(small_floats + (dt.code - DLI_TABLE_FIRST_CODE),
-                                         dli_scalar_real(kind, v));
-  if (dt.bits == 8)
-    *(uint8_t*)p = (uint8_t)code;
-  else
-    dli_store_code(base, at * dt.bits, dt.bits, code);
-  return DLI_CAST_OK;
-}
-
-/* Reads element `at` (counted from base; packed sub-byte elements too) of the one-lane
-   type dt into *v; `tables` are the small float formats' values (values.h). */
-static inline dli_scalar_kind dli_cast_load(const char* base, int64_t at, DLDataType dt,
-                                            int64_t itemsize, const double* tables, dli_scalar* v) {
-  if (dt.bits < 8) {
-    char code = (char)dli_code_at(base, at * dt.bits, dt.bits);
-    return dli_scalar_at(dt, &code, tables, v);
-  }
-  return dli_scalar_at(dt, base + at * itemsize, tables, v);
-}
-
-/* Copies element `from` of src to element `to` of dst, both of type dt: its bits. */
-static inline void dli_copy_element(const char* src, int64_t from, char* dst, int64_t to,
-                                    DLDataType dt, int64_t itemsize) {
-  int64_t bits = (int64_t)dt.bits * dt.lanes;
-  if (bits < 8)
-    dli_store_code(dst, to * bits, (int)bits, dli_code_at(src, from * bits, (int)bits));
-  else
-    memcpy(dst + to * itemsize, src + from * itemsize, (size_t)itemsize);
-}
 
 /* -- rows between the plain C types, without a switch per element ---------------------- */
 
@@ -433,8 +174,8 @@ static int dli_cast(const char* src, int64_t src_first, DLDataType sdt, const in
                     const dli_small_float_encoding* small_floats, double* bad) {
   int64_t index[DLI_MAX_NDIM] = {0};
   int same = sdt.code == ddt.code && sdt.bits == ddt.bits && sdt.lanes == ddt.lanes;
-  int64_t sitem = ((int64_t)sdt.bits * sdt.lanes + 7) / 8;
-  int64_t ditem = ((int64_t)ddt.bits * ddt.lanes + 7) / 8;
+  int64_t sitem = dli_item_bytes(sdt);
+  int64_t ditem = dli_item_bytes(ddt);
   for (int i = 0; i < ndim; ++i)
     if (shape[i] == 0) return DLI_CAST_OK;
   int inner = ndim - 1;
@@ -442,7 +183,7 @@ static int dli_cast(const char* src, int64_t src_first, DLDataType sdt, const in
   int64_t sstep = ndim > 0 ? sstrides[inner] : 0;
   int64_t dstep = ndim > 0 ? dstrides[inner] : 0;
   int source = dli_plain_index(sdt), target = dli_plain_index(ddt);
-  int packed = (int64_t)sdt.bits * sdt.lanes < 8 || (int64_t)ddt.bits * ddt.lanes < 8;
+  int packed = dli_is_packed(sdt) || dli_is_packed(ddt);
   int64_t s = src_first, d = dst_first;
   for (;;) {
     if (same && !packed) {

@@ -36,6 +36,25 @@ def test_python_number_type_is_taken_wherever_a_dtype_is(python_type):
     assert expected == python_type
 
 
+@pytest.mark.parametrize("name", [n for n in dl.__all__ if isinstance(getattr(dl, n), dl.DType)])
+def test_numpys_own_dtypes_are_those_the_buffer_protocol_describes(name):
+    # DType.to_numpy's rule: a type with a buffer format is NumPy's own, of the same name;
+    # the others are ml_dtypes' (or none), never one NumPy has under another name.
+    dt = getattr(dl, name)
+    try:
+        memoryview(dl.zeros(1, dt))
+        described = True
+    except BufferError:
+        described = False
+    try:
+        own = dt.to_numpy().type.__module__ == "numpy"
+    except TypeError:  # NumPy has none, or ml_dtypes is missing
+        own = False
+    assert own == described
+    if described:
+        assert dt.to_numpy() == np.dtype(dt.name)
+
+
 @pytest.mark.parametrize("name", ["float", "int", "complex"])
 def test_ambiguous_names_stay_refused(name):
     with pytest.raises(ValueError, match="ambiguous"):

@@ -166,7 +166,7 @@ def encode(name: str, value: float) -> int:
 
 
 def encoding(name: str) -> tuple[tuple[float, ...], tuple[int, int], tuple[int, int], int, str]:
-    """What ``encode`` reads, for a C encoder to do the same (src/casts.h): the magnitudes
+    """What ``encode`` reads, for a C encoder to do the same (src/casts_floats.h): the magnitudes
     of the codes 0 to the largest finite one with the overflow value after them, the NaN
     codes and the overflow codes (each positive, negative), the sign bit (0: none), and
     the kind ("fnuz", "e8m0" or another)."""

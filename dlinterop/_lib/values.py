@@ -50,20 +50,21 @@ def _lanes(raw, dtype, count):
     a packed sub-byte type's bytes come one code per byte (unpacked by the caller)."""
     code, bits, lanes = dtype.__dlpack_data_type__()
     n = count * lanes
+    whole = raw[: count * dtype.itemsize]  # the elements' bytes, for the types of whole bytes
     if code == _BOOL:
         return [b != 0 for b in raw[:n]]
     if code in (_INT, _UINT) and bits in _INT_FORMATS:
         fmt = (_INT_FORMATS if code == _INT else _UINT_FORMATS)[bits]
-        return list(struct.unpack(f"<{n}{fmt}", raw[: n * bits // 8]))
+        return list(struct.unpack(f"<{n}{fmt}", whole))
     if code == _FLOAT and bits in _FLOAT_FORMATS:
-        return list(struct.unpack(f"<{n}{_FLOAT_FORMATS[bits]}", raw[: n * bits // 8]))
+        return list(struct.unpack(f"<{n}{_FLOAT_FORMATS[bits]}", whole))
     if code == _BFLOAT and bits == 16:
-        return list(_bfloat16(struct.unpack(f"<{n}H", raw[: n * 2])))
+        return list(_bfloat16(struct.unpack(f"<{n}H", whole)))
     if code == _COMPLEX and bits // 2 in _FLOAT_FORMATS:
-        parts = struct.unpack(f"<{2 * n}{_FLOAT_FORMATS[bits // 2]}", raw[: n * bits // 8])
+        parts = struct.unpack(f"<{2 * n}{_FLOAT_FORMATS[bits // 2]}", whole)
         return [complex(parts[i], parts[i + 1]) for i in range(0, 2 * n, 2)]
     if code == _BCOMPLEX and bits == 32:
-        parts = _bfloat16(struct.unpack(f"<{2 * n}H", raw[: n * 4]))
+        parts = _bfloat16(struct.unpack(f"<{2 * n}H", whole))
         return [complex(parts[i], parts[i + 1]) for i in range(0, 2 * n, 2)]
     table = _code_table(dtype, code, bits)
     if table is not None:

@@ -1,7 +1,7 @@
 # Provides: dlinterop's allocator: the one size rule for every new buffer, the memory
 # limits every allocation is checked against (src/memory_limits.h), _allocate and
 # empty_tensor, the allocator of the exchange table, and memory_stats with its counters.
-# Uses: runtime.pxi, devices.pxi, tensor_base.pxi, dltensors.pxi, cuda.pxi (device memory).
+# Uses: runtime.pxi, devices.pxi, tensor_base.pxi, layouts.pxi, cuda.pxi (device memory).
 
 cdef extern from "memory_limits.h" nogil:
     ctypedef struct dli_memory_room:
@@ -32,7 +32,7 @@ cdef LayoutProblem _buffer_size(int ndim, const int64_t* shape, DLDataType dt,
         return problem
     if __builtin_mul_overflow(count, <int64_t>dt.bits * dt.lanes, &bits) or bits > INT64_MAX - 7:
         return BYTES_OVERFLOW
-    nbytes[0] = (bits + 7) // 8   # packed sub-byte data rounds up to whole bytes
+    nbytes[0] = storage_bytes(count, dt)   # packed sub-byte data rounds up to whole bytes
     return LAYOUT_OK
 
 

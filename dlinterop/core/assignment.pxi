@@ -3,9 +3,9 @@
 # Python data, a dl.Tensor or anything dl.asarray takes, broadcast as NumPy broadcasts them
 # and cast as NumPy's assignment casts (casts.pxi); a source that overlaps the destination
 # is read through a copy; read-only memory and memory the host cannot write refused.
-# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi (_host_hint),
-# copies.pxi, values.pxi (_count_fits), casts.pxi, numbers.pxi (_unboxed), encoding.pxi
-# (_encode_common), python_data.pxi, bridge.pxi, views.pxi (_layout_view), indexing.pxi.
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi (_layout_view), cuda.pxi
+# (_host_hint), copies.pxi, values.pxi (_count_fits), casts.pxi, numbers.pxi (_unboxed),
+# encoding.pxi (_encode_common), python_data.pxi, bridge.pxi, indexing.pxi.
 
 cdef DLDataType _ONE_BYTE = (<DType>uint8).dl
 

@@ -1,8 +1,9 @@
 # Provides: dl.asarray, the bridge for objects without DLPack: __cuda_array_interface__,
 # __array_interface__ and the buffer protocol, zero-copy wherever the source allows; then
 # Python data; a cast where a dtype asks for one; dl.tensor (always a copy).
-# Uses: runtime.pxi, dtypes.pxi, devices.pxi, dltensors.pxi, cuda.pxi, placement.pxi,
-# consume.pxi, importer.pxi, creation.pxi (_dtype_of), python_data.pxi, casts.pxi.
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, layouts.pxi, cuda.pxi,
+# placement.pxi, consume.pxi, importer.pxi, creation.pxi (_dtype_of), python_data.pxi,
+# casts.pxi.
 
 @cython.final
 cdef class _BufferHolder:
@@ -165,7 +166,7 @@ cdef Tensor _tensor_over_interface(object obj, dict iface, DLDevice device):
         raise BufferError("an array interface's data buffer must be contiguous")
     t = _tensor_over(<char*>base.dl.data + start, ndim, shape,
                      strides if byte_strides is not None else NULL,
-                     dt, device, base.readonly, base.owner_ref)
+                     dt, device, _is_readonly(base), base.owner_ref)
     _check_inside(&t.dl, start, storage_bytes(element_count(&base.dl), base.dl.dtype))
     return t
 

@@ -23,7 +23,7 @@ cdef extern from "casts.h":
         uint8_t overflow_code[2]
         uint8_t sign_bit
         uint8_t kind
-    int dli_table_bits(uint8_t code) noexcept nogil   # values.h's, which casts.h includes
+    int dli_table_bits(uint8_t code) noexcept nogil   # values.h's (casts_elements.h includes it)
     int dli_cast(const char* src, int64_t src_first, DLDataType sdt, const int64_t* sstrides,
                  char* dst, int64_t dst_first, DLDataType ddt, const int64_t* dstrides,
                  int ndim, const int64_t* shape, const double* tables,

@@ -1,7 +1,7 @@
 # Provides: CUDA Tensors that cross process boundaries through CUDA IPC: IPC-capable device
 # memory (shared=True, dl.share on CUDA), the handle a sender makes (_cuda_ipc_handle) and
 # the Tensor a receiver maps (_tensor_from_cuda_ipc).
-# Uses: dtypes.pxi, devices.pxi, tensor_base.pxi, dltensors.pxi, cuda.pxi, allocator.pxi,
+# Uses: dtypes.pxi, devices.pxi, tensor_base.pxi, layouts.pxi, cuda.pxi, allocator.pxi,
 # shared.pxi (the receivers' count).
 
 cdef extern from "cuda_layer.h":

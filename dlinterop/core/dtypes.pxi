@@ -7,7 +7,7 @@ cdef dict _dtype_by_key = {}    # packed (code, bits, lanes) -> DType
 # [code][bits]: bit (lanes - 1) is set for every registered triple; read without the GIL.
 cdef uint8_t _registered_lanes[kDLBcomplex + 1][256]
 cdef dict _dtype_by_name = {}   # name -> DType
-# [code][bits / 8]: the buffer-protocol format of each one-lane type that has one, NULL
+# [code][bytes]: the buffer-protocol format of each one-lane type that has one, NULL
 # elsewhere; read without a lookup by the buffer export.
 cdef const char* _buffer_formats[kDLBcomplex + 1][17]
 
@@ -88,8 +88,9 @@ cdef class DType:
             import numpy
         except ImportError:
             raise TypeError(f"{self.name}.to_numpy() needs numpy, which is not installed") from None
-        if (self.dl.code in (kDLInt, kDLUInt, kDLFloat, kDLBool) and self.dl.bits >= 8) or (
-                self.dl.code == kDLComplex and self.dl.bits >= 64):
+        if self.buffer_format != NULL:
+            # NumPy's own types are the registry's with a buffer-protocol format (bool, the
+            # 8- to 64-bit integers, float16/32/64, complex64/128), under the same names.
             return numpy.dtype(self.name)
         if self.dl.code == kDLComplex or self.dl.lanes != 1:
             raise TypeError(f"NumPy has no dtype for {self.name}")
@@ -132,7 +133,7 @@ cdef DType _register_dtype(str name, uint8_t code, uint8_t bits, uint16_t lanes,
     _dtype_by_name[name] = dt
     _registered_lanes[code][bits] |= 1 << (lanes - 1)
     if lanes == 1 and bits % 8 == 0 and bits <= 128:
-        _buffer_formats[code][bits // 8] = fmt
+        _buffer_formats[code][dt.itemsize] = fmt
     return dt
 
 
@@ -279,11 +280,16 @@ cdef inline const char* _buffer_format_of(DLDataType dt) noexcept nogil:
     when it has none."""
     if dt.lanes != 1 or dt.bits & 7 or dt.bits > 128 or dt.code > kDLBcomplex:
         return NULL
-    return _buffer_formats[dt.code][dt.bits >> 3]
+    return _buffer_formats[dt.code][item_bytes(dt)]
+
+
+cdef extern from "dtype_bits.h":
+    bint dli_is_packed(DLDataType dt) noexcept nogil
 
 
 cdef inline bint _is_packed_subbyte(DLDataType dt) noexcept nogil:
-    return dt.bits * dt.lanes < 8
+    """Whether dt's elements are packed, several to a byte (src/dtype_bits.h's rule)."""
+    return dli_is_packed(dt)
 
 
 cdef DType _dtype_from_numpy(object x):

@@ -42,7 +42,7 @@ cdef bint _encode_common(DType dt, object value, char* out) noexcept:
     cdef float f
     cdef long long i
     cdef int overflow = 0
-    if dt.dl.lanes != 1 or bits < 8:
+    if dt.dl.lanes != 1 or _is_packed_subbyte(dt.dl):
         return False
     if code == kDLBool:
         if not _float_of(value, &d):
@@ -75,8 +75,8 @@ cdef bint _encode_common(DType dt, object value, char* out) noexcept:
     if not _float_of(value, &d) or d != d:
         return False
     if code == kDLComplex:
+        memset(out, 0, dt.itemsize)    # both parts: a real value's imaginary part is +0.0
         bits //= 2
-        memset(out, 0, bits // 4)      # both parts: a real value's imaginary part is +0.0
     if bits == 64:
         memcpy(out, &d, 8)
         return True
@@ -201,7 +201,7 @@ cdef int _store_values(Tensor t, list values, int64_t start) except -1:
     if _is_packed_subbyte(t.dl.dtype):
         if len(payload) != count or (start * dt.dl.bits) % 8:
             raise ValueError("sub-byte values must start on a byte")
-        first_byte = start * dt.dl.bits // 8
+        first_byte = storage_bytes(start, dt.dl)   # what the elements before it take
         shape[0] = count
         stride[0] = 1
         codes = <const uint8_t*>PyBytes_AS_STRING(payload)

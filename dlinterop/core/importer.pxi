@@ -1,6 +1,6 @@
 # Provides: import: from_dlpack and tensor_from_object, through a producer's exchange
 # table, the native NumPy route or __dlpack__; the exchange API's consumer side (borrow_dltensor).
-# Uses: runtime.pxi, dtypes.pxi, devices.pxi, dltensors.pxi, cuda.pxi, placement.pxi,
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, layouts.pxi, cuda.pxi, placement.pxi,
 # consume.pxi, torch_bits.pxi, numpy_route.pxi, producers.pxi.
 
 cdef tuple _KW_MAX_VERSION = ("max_version",)

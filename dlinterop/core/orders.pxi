@@ -1,7 +1,7 @@
 # Provides: copies and flat views in NumPy's orders ("C", "F", "A", "K"): Tensor.copy(order=)
 # (_copy_in_order), flatten (_flattened: always a copy) and ravel (_raveled: a view where
 # the strides allow, else a copy), each read in the order NumPy reads them.
-# Uses: dtypes.pxi (_is_packed_subbyte), tensor_base.pxi, copies.pxi, views.pxi.
+# Uses: dtypes.pxi (_is_packed_subbyte), tensor_base.pxi, copies.pxi, views.pxi, reshape.pxi.
 
 
 cdef bint _is_f_contiguous(Tensor t) noexcept:
@@ -62,8 +62,7 @@ cdef Tensor _copy_in_order(Tensor t, DLDevice target, object order):
     for i in range(t.dl.ndim):
         shape[axes[i]] = out.dl.shape[i]
         strides[axes[i]] = out.dl.strides[i]
-    memcpy(out.dl.shape, shape, t.dl.ndim * sizeof(int64_t))
-    memcpy(out.dl.strides, strides, t.dl.ndim * sizeof(int64_t))
+    _relayout(out, t.dl.ndim, shape, strides)
     return out
 
 
@@ -75,9 +74,8 @@ cdef Tensor _flattened(Tensor t, object order):
         _refuse_packed_order(t, order)
     cdef Tensor out = _copy_tensor(t if axes is None else _permuted(t, axes), t.dl.device)
     cdef int64_t count = element_count(&out.dl)
-    _reserve_shape(out, 1)      # a new Tensor: its layout is its own to change
-    out.dl.shape[0] = count
-    out.dl.strides[0] = 1
+    cdef int64_t one = 1
+    _relayout(out, 1, &count, &one)
     return out
 
 

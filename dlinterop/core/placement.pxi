@@ -1,9 +1,9 @@
 # Provides: where a Tensor goes and whether it may be copied to get there, decided once for
 # every route (export, import, asarray, creation, Tensor.to): the copy= rule with CopyError
-# and its refusals, the stream= rule (which devices have streams: the table of device
-# kinds), the alignment rule of device memory, and the tails that place a Tensor on its
-# target device (_placed for what was imported, _on_device for what was made on the host,
-# _tensor_to).
+# and its refusals (_copy_needed: whether a move is a copy, for export and Tensor.to), the
+# stream= rule (which devices have streams: the table of device kinds), the alignment rule
+# of device memory, and the tails that place a Tensor on its target device (_placed for
+# what was imported, _on_device for what was made on the host, _tensor_to).
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, copies.pxi.
 
 class CopyError(BufferError, ValueError):
@@ -23,6 +23,18 @@ cdef int _refuse_copy(DLDevice source, DLDevice target) except -1:
     route (Tensor.to, export, import, asarray)."""
     raise CopyError(f"moving data from {device_from_dl(source)} to {device_from_dl(target)} "
                     "needs a copy, and copy=False was given")
+
+
+cdef inline bint _copy_needed(Tensor t, DLDevice target, object copy) except -1:
+    """Whether t, placed on `target` as copy= (checked) asks, is a copy: where t lives
+    elsewhere, or copy=True; CopyError where copy=False forbids the copy the move takes.
+    The copy, and whether dlinterop can reach `target`, are the caller's (export,
+    Tensor.to)."""
+    if same_device(target, t.dl.device):
+        return copy is True
+    if copy is False:
+        _refuse_copy(t.dl.device, target)
+    return True
 
 
 cdef int _refuse_repacked(Tensor t) except -1:
@@ -141,10 +153,8 @@ cdef Tensor _tensor_to(Tensor self, object device, object copy, object stream):
     if fault:
         _refuse_stream(stream, fault,
                        f"a copy from {_device_of(self)} to {device_from_dl(target)}")
-    if same_device(target, self.dl.device) and copy is not True:
+    if not _copy_needed(self, target, copy):
         return self
-    if copy is False:
-        _refuse_copy(self.dl.device, target)
     if stream is None or stream == -1 or not dli_device_cuda(runs_on.device_type):
         return _copy_tensor(self, target)     # (ROCm memory: the copy says it cannot)
     return _copy_on_stream(self, target, stream)

@@ -3,8 +3,8 @@
 # release.pxi, its buffer protocol to buffer_export.pxi); arithmetic operators that refuse,
 # pointing to the frameworks (_no_arithmetic).
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, casts.pxi,
-# placement.pxi, export.pxi, shared.pxi, cuda_ipc.pxi, pickling.pxi, views.pxi, orders.pxi,
-# indexing.pxi, assignment.pxi, conversions.pxi, release.pxi, buffer_export.pxi.
+# placement.pxi, export.pxi, shared.pxi, cuda_ipc.pxi, pickling.pxi, views.pxi, reshape.pxi,
+# orders.pxi, indexing.pxi, assignment.pxi, conversions.pxi, release.pxi, buffer_export.pxi.
 #
 # Last, because its methods forward to the files above; those make and read Tensors through
 # its C fields (declared in _core.pxd) and tensor_base.pxi, never through its methods.
@@ -175,7 +175,7 @@ cdef class Tensor:
     def __dlpack_device__(self):
         return _dlpack_device_tuple(self.dl.device)
 
-    # -- views (views.pxi, indexing.pxi): the same memory, another layout ----------------
+    # -- views (views.pxi, reshape.pxi, indexing.pxi): the same memory, another layout ---
 
     def __getitem__(self, key):
         """Basic indexing, a view: integers, slices (negative steps too), ``...`` and

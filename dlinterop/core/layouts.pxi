@@ -1,7 +1,8 @@
-# Provides: the layout checks (LayoutProblem: every foreign DLTensor before dlinterop views
-# it, and the checks the size rule shares), Tensors over validated foreign memory
-# (_tensor_over), and the one door from a process handle to a Tensor (_read_handle_layout,
-# _tensor_from_handle).
+# Provides: the layout checks, found without the GIL (LayoutProblem): of every foreign
+# DLTensor before dlinterop views it (_check_dltensor, _validate_dltensor), and those the
+# size rule of new buffers shares (allocator.pxi's _buffer_size); a foreign layout checked
+# then made a Tensor by tensor_base.pxi (_tensor_over); and the one door from a process
+# handle to a Tensor (_read_handle_layout, _tensor_from_handle, _check_inside).
 # Uses: runtime.pxi, dtypes.pxi, tensor_base.pxi.
 
 # What is wrong with a layout (a foreign DLTensor, or a shape and type to allocate), found
@@ -134,9 +135,7 @@ cdef Tensor _tensor_over(void* data, int ndim, const int64_t* shape, const int64
     dl.strides = <int64_t*>strides
     dl.byte_offset = 0
     _validate_dltensor(&dl)
-    cdef Tensor t = _wrap_dltensor(&dl, DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0)
-    t.owner_ref = owner
-    return t
+    return _wrap_dltensor(&dl, DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0, owner)
 
 
 # The door every Tensor received from another process comes through (a shared-memory
@@ -187,7 +186,7 @@ cdef Tensor _tensor_from_handle(HandleLayout* layout, void* base, size_t length,
     dl.byte_offset = 0
     _validate_dltensor(&dl)
     _check_inside(&dl, layout.offset, <int64_t>length)
-    return _wrap_dltensor(&dl, DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0)
+    return _wrap_dltensor(&dl, DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0, None)
 
 
 cdef int _check_inside(const DLTensor* dl, int64_t start, int64_t nbytes) except -1:
