@@ -41,7 +41,6 @@ ALLOWED = {
         "the checker's native producers, one extension module: a .pyx, which this pass left "
         "to issue 55's core pass, the one that changes .pyx files"
     ),
-    "tests/test_creation_paths.py": OTHER_PASS,
     "tests/test_dtypes_devices.py": OTHER_PASS,
 }
 # Names an include list imports that none of its files use, allowed with a reason (d).
