@@ -34,16 +34,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_LINES = 400
 SIZED = ("dlinterop/", "src/", "benchmarks/", ".ci/", "tests/")
-OTHER_PASS = "being changed in issue 55's core pass (another engineer's file)"
 # Files allowed over MAX_LINES, each with the reason it may be.
-ALLOWED = {
-    "dlinterop/testing/_conformance.pyx": (
-        "the checker's native producers, one extension module: a .pyx, which this pass left "
-        "to issue 55's core pass, the one that changes .pyx files"
-    ),
-    "tests/test_creation_paths.py": OTHER_PASS,
-    "tests/test_dtypes_devices.py": OTHER_PASS,
-}
+ALLOWED = {}
 # Names an include list imports that none of its files use, allowed with a reason (d).
 UNUSED_ALLOWED = {}
 # The package's files that are no module of their own: stubs go with their module, and
