@@ -36,15 +36,17 @@ cdef class Tensor:
     cdef DLTensor dl
     cdef int64_t* shape_strides
     cdef int64_t inline_storage[2 * INLINE_NDIM]
-    # Owned buffer from dli_host_alloc (base pointer and size for the free), or NULL.
+    # Owned buffer, from dli_host_alloc or the CUDA layer (base pointer and size for the
+    # free), or NULL.
     cdef void* alloc_base
     cdef size_t alloc_nbytes
     # Imported managed tensor, at most one of the two set; its deleter runs exactly once,
     # when this Tensor dies.
     cdef DLManagedTensorVersioned* managed_versioned
     cdef DLManagedTensor* managed_legacy
-    # DLPACK_FLAG_BITMASK_READ_ONLY / IS_COPIED as they apply to this Tensor, and bit 63:
-    # READ_ONLY was assumed for a legacy capsule (see Tensor.readonly_reason).
+    # DLPACK_FLAG_BITMASK_READ_ONLY / IS_COPIED as they apply to this Tensor, and
+    # dlinterop's own bits (below): 63, READ_ONLY was assumed for a legacy capsule (see
+    # Tensor.readonly_reason); 62, the packed copy of padded sub-byte data.
     cdef uint64_t flags
     # The Python object keeping the memory alive (capsule, buffer holder, source Tensor),
     # or None for an owned buffer.

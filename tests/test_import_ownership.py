@@ -2,7 +2,7 @@
 capsule and the stable ABI's tensor_from_managed (what the C exchange table's import calls)
 each leave the producer's deleter called exactly once, when the Tensor dies, when padded
 data was repacked, or at once when the import fails after taking ownership; dlinterop's own
-export comes back without a link to the export. Forged tensors (tests/support/forge.py)
+export comes back without a link to the export. Forged tensors (tests/support/forge/)
 count their deleter's calls."""
 
 import ctypes

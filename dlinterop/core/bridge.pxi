@@ -17,7 +17,7 @@ cdef class _BufferHolder:
             PyBuffer_Release(&self.view)
             self.held = False
         # Here, not in the generated clean-up, so that the source's destructor never runs
-        # with an exception pending (see Tensor.__dealloc__).
+        # with an exception pending (as release.pxi's _release_tensor drops a Tensor's owner).
         self.source = None
 
 

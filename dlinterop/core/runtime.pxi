@@ -73,8 +73,9 @@ cdef extern from "runtime.h" nogil:
     bint __builtin_add_overflow(int64_t a, int64_t b, int64_t* out)
 
 
-# Free-threaded CPython (no GIL): what the GIL used to serialise is made safe here with
-# atomics, a lock for the one-time set-ups, and a critical section per capsule consumed.
+# Free-threaded CPython (no GIL): what the GIL used to serialise is made safe with atomics
+# (declared here), a compare-and-swap claim for the one-time set-ups, which hold no lock
+# (once.pxi), and a critical section per capsule consumed (consume.pxi).
 cdef extern from "atomics.h":
     void dli_atomic_add(Py_ssize_t* p, Py_ssize_t v) noexcept nogil
     Py_ssize_t dli_atomic_load(const Py_ssize_t* p) noexcept nogil

@@ -6,8 +6,9 @@
 # placement.pxi, export.pxi, shared.pxi, cuda_ipc.pxi, pickling.pxi, views.pxi, reshape.pxi,
 # orders.pxi, indexing.pxi, assignment.pxi, conversions.pxi, release.pxi, buffer_export.pxi.
 #
-# Last, because its methods forward to the files above; those make and read Tensors through
-# its C fields (declared in _core.pxd) and tensor_base.pxi, never through its methods.
+# After every file that makes or reads a Tensor (only same_build.pxi, which names the class,
+# follows), because its methods forward to the files above; those make and read Tensors
+# through its C fields (declared in _core.pxd) and tensor_base.pxi, never its methods.
 
 # dlinterop is not an array library: the arithmetic operators refuse, saying where the
 # math is done. Raised, not NotImplemented, whatever the other operand: the answer is the

@@ -8,10 +8,11 @@
 # _strides_of, _is_readonly, _device_of).
 # Uses: runtime.pxi (FLAG_READ_ONLY_ASSUMED), devices.pxi (device_from_dl).
 #
-# The Tensor class itself (tensor.pxi) comes last; its fields are declared in _core.pxd, so
-# every file can build and read one through the functions here. The files above tensor.pxi
-# compute layouts (and check them: layouts.pxi) and call a constructor here; they set a
-# new Tensor's flags, its buffer (allocator.pxi) and what it owns, never its layout.
+# The Tensor class itself (tensor.pxi) comes after every file that makes or reads one; its
+# fields are declared in _core.pxd, so every file can build and read one through the
+# functions here. The files above tensor.pxi compute layouts (and check them: layouts.pxi)
+# and call a constructor here; they set a new Tensor's flags, its buffer (allocator.pxi)
+# and what it owns, never its layout.
 
 
 cdef int _reserve_shape(Tensor t, int ndim) except -1:

@@ -1,4 +1,4 @@
-"""What the per-call checks read besides the capsule (dlinterop.testing._call_rules): the
+"""What the per-call checks read besides the capsule (dlinterop.testing._call_checks): the
 memory behind a producer (where it is, whether it may be written), asked of the producer or
 of the objects it holds, through the buffer protocol or __array_interface__."""
 

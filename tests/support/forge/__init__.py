@@ -1,7 +1,7 @@
 """Forge DLPack capsules with ctypes (standard library only), for the test suite.
 
 The importer under test must be fed well-formed *and* malformed DLPack tensors; no real
-producer will hand out a tensor with ``ndim=-1`` or a NULL shape, so this module builds
+producer will hand out a tensor with ``ndim=-1`` or a NULL shape, so this package builds
 them by hand on the DLPack 1.3 ABI (64-bit Linux layouts, checked at import time).
 
 Ownership model
