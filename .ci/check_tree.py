@@ -8,9 +8,10 @@
     module it is written as) and every folder of it is named in docs/architecture.md.
 (c) The tests' map: every folder of tests/ is named in tests/README.md or in the README.md of
     the folder that holds it, and every module of tests/support/ in tests/README.md.
-(d) What _core.pyx and frameworks.pyx import is used: they are lists of include files, which
-    cython-lint does not follow, so here every name they cimport or import must be used by a
-    file they include or by their own code outside the import lines.
+(d) What _core.pyx, frameworks.pyx and testing/_conformance.pyx import is used: they are
+    lists of include files, which cython-lint does not follow, so here every name they cimport
+    or import must be used by a file they include or by their own code outside the import
+    lines.
 (e) Lists that could be derived agree with what they list: pyproject.toml's isort
     known-local-folder names exactly the modules of tests/support/, and CMakeLists.txt builds
     every C and CUDA file of src/.
@@ -41,7 +42,11 @@ UNUSED_ALLOWED = {}
 # The package's files that are no module of their own: stubs go with their module, and
 # include files are mapped by .ci/check_map.py (each with its Provides and Uses lines).
 NOT_MODULES = (".pyi", ".pxi", "__init__.py", "py.typed")
-INCLUDE_LISTS = ("dlinterop/_core.pyx", "dlinterop/frameworks.pyx")
+INCLUDE_LISTS = (
+    "dlinterop/_core.pyx",
+    "dlinterop/frameworks.pyx",
+    "dlinterop/testing/_conformance.pyx",
+)
 
 
 def tree_files(root=ROOT):

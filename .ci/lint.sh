@@ -61,10 +61,11 @@ echo "the stable ABI's table only grows at its end (.ci/check_abi.py), and its t
 python -m pytest -q .ci/test_check_abi.py
 python .ci/check_abi.py
 
-echo "the maps of _core and frameworks (.ci/check_map.py), and its tests"
+echo "the maps of _core, frameworks and _conformance (.ci/check_map.py), and its tests"
 python -m pytest -q .ci/test_check_map.py
 python .ci/check_map.py dlinterop/_core.pyx
 python .ci/check_map.py dlinterop/frameworks.pyx
+python .ci/check_map.py dlinterop/testing/_conformance.pyx
 
 echo "the tree's map (.ci/check_tree.py), and its tests"
 python -m pytest -q .ci/test_check_tree.py
