@@ -6,7 +6,11 @@ and assignment (NumPy 2's rules: a NumPy scalar is a Python value, a 0-d array a
 import ml_dtypes
 import numpy as np
 import pytest
-import torch
+
+try:
+    import torch
+except ImportError:  # the version matrix's environments have no PyTorch: its cases drop out
+    torch = None
 
 import dlinterop as dl
 
@@ -28,7 +32,8 @@ def zero_d_forms(scalar):
     """The arrays of no axis holding scalar: a NumPy 0-d array, a 0-d Tensor, a 0-d PyTorch
     tensor where PyTorch has the type."""
     forms = [np.array(scalar), dl.tensor(np.array(scalar))]
-    if np.dtype(scalar.dtype).name in ("float32", "float16", "float64", "int64", "int8", "bool"):
+    torch_has = ("float32", "float16", "float64", "int64", "int8", "bool")
+    if torch is not None and np.dtype(scalar.dtype).name in torch_has:
         forms.append(torch.from_numpy(np.array(scalar)))
     return forms
 
@@ -52,8 +57,9 @@ def test_0d_arrays_promote_with_python_numbers_as_numpy_scalars_do(scalar):
 
 
 def test_tensor_of_0d_arrays_takes_a_dtype():
-    t = dl.tensor([np.array(1.9), torch.tensor(2), dl.tensor(3.5)], dtype="int16")
-    assert t.dtype is dl.int16 and t.tolist() == [1, 2, 3]
+    values = [np.array(1.9), dl.tensor(3.5)] + ([torch.tensor(2)] if torch is not None else [])
+    t = dl.tensor(values, dtype="int16")
+    assert t.dtype is dl.int16 and t.tolist() == [1, 3, 2][: len(values)]
 
 
 def test_an_array_with_axes_is_no_number():
@@ -78,7 +84,7 @@ def test_full_takes_a_numpy_scalar_or_0d_array_as_its_number(scalar):
     [
         (np.int64(5),),
         (np.array(5),),
-        (torch.tensor(5),),
+        *([(torch.tensor(5),)] if torch is not None else []),
         (np.int32(1), np.int64(7), np.int8(2)),
         (np.float32(2.5),),
         (np.float64(0.5), dl.tensor(3.0), np.array(0.5, np.float32)),
