@@ -23,6 +23,8 @@ int dli_numpy_init(void) {
   return 0;
 }
 
+int dli_numpy_is_array(PyObject* obj) { return PyArray_Check(obj) ? 1 : 0; }
+
 /* DLPack's code for the builtin NumPy types whose __dlpack__ export is unconditional;
  * -1 for the rest (long double, user types such as ml_dtypes', structured, object, ...),
  * which take the __dlpack__ route and so get exactly NumPy's answer. */
@@ -184,6 +186,11 @@ int dli_numpy_built(void) { return 0; }
 int dli_numpy_init(void) {
   PyErr_SetString(PyExc_ImportError, "dlinterop was built without NumPy's headers");
   return -1;
+}
+
+int dli_numpy_is_array(PyObject* obj) {
+  (void)obj;
+  return 0;
 }
 
 int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim, int* readonly) {

@@ -17,6 +17,10 @@ int dli_numpy_init(void);
  * array must take the __dlpack__ route instead. Never sets an exception. */
 int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim, int* readonly);
 
+/* 1 when `obj` is a numpy.ndarray or an instance of a subclass (NumPy's C API imported),
+ * else 0. Never sets an exception. */
+int dli_numpy_is_array(PyObject* obj);
+
 /* A new exact numpy.ndarray viewing `t` as np.from_dlpack would make it (dtype, shape, byte
  * strides, writeable unless `readonly`), with `base` (a new reference taken here) keeping
  * the memory alive. NULL without an exception where NumPy's own from_dlpack must decide
