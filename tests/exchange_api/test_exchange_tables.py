@@ -4,6 +4,7 @@ arrays and for any other __dlpack__ producer, called through ctypes as a C consu
 import ctypes
 import gc
 import sys
+import threading
 import weakref
 from ctypes import POINTER, byref, c_void_p
 
@@ -368,3 +369,24 @@ def test_generic_table_on_installed_producers(module):
         assert_describes(managed.contents.dl_tensor, expected)
     finally:
         managed.contents.deleter(managed)
+
+
+def test_numpy_views_from_threads_agree():
+    arrays = [base()[:, i % 4 :, :: 1 + i % 3] for i in range(8)]
+    layouts = [(a.shape, tuple(s // a.itemsize for s in a.strides)) for a in arrays]
+    barrier = threading.Barrier(4)
+    failures = []
+
+    def view_all():
+        barrier.wait()
+        for _ in range(50):
+            for array, layout in zip(arrays, layouts):
+                if dltensor_layout(NUMPY.view(array)) != layout:
+                    failures.append(layout)
+
+    threads = [threading.Thread(target=view_all) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
