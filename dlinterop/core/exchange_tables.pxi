@@ -12,10 +12,11 @@ cdef int64_t _no_dims[1]   # shape and strides of a 0-d view: filled, never NULL
 
 
 # NumPy keeps strides in bytes, DLPack in elements, so a view's strides need memory that
-# lives as long as the array. It is a bytes object holding shape then strides, kept per
-# array in this dict (id -> [weak reference, blocks...]) until the array dies, when the
-# weak reference's callback drops the entry; a block is reused while the array's layout
-# stays the same, so only an array's first view (and one after `a.shape = ...`) allocates.
+# lives as long as the array: a block of shape then strides, interned for the process by
+# src/numpy_route.c (no allocation once a layout has been seen). Past its bound, a block is
+# kept per array instead, in this dict (id -> [weak reference, blocks...]) until the array
+# dies, when the weak reference's callback drops the entry; a block is reused while the
+# array's layout stays the same.
 cdef dict _numpy_view_blocks = {}
 
 
@@ -44,7 +45,8 @@ cdef const int64_t* _kept_layout(object array, const int64_t* layout, int ndim) 
 
 
 def _numpy_view_block_count():
-    """Testing aid: how many arrays keep blocks for their views (their entries)."""
+    """Testing aid: how many arrays keep blocks of their own for their views (once the
+    interned layouts are full)."""
     return len(_numpy_view_blocks)
 
 
@@ -73,7 +75,9 @@ cdef int _numpy_view(void* py_object, DLTensor* out) except -1:
         out.shape = _no_dims
         out.strides = _no_dims
         return 0
-    kept = _kept_layout(array, layout, out.ndim)
+    kept = dli_layout_interned(layout, 2 * out.ndim)
+    if kept == NULL:
+        kept = _kept_layout(array, layout, out.ndim)
     out.shape = <int64_t*>kept
     out.strides = <int64_t*>kept + out.ndim
     return 0
@@ -163,11 +167,12 @@ def exchange_api_for(obj_or_type):
     - ``numpy.ndarray`` and its subclasses: read through NumPy's C API, with no
       ``__dlpack__`` call. ``dltensor_from_py_object_no_sync`` fills a non-owning view
       (strides always filled) valid while the array lives: NumPy keeps strides in bytes, so
-      the first view of an array keeps a small block of its shape and element strides until
-      the array dies. It raises BufferError for arrays NumPy's ``__dlpack__`` describes
-      differently or refuses (a non-native byte order, a dtype outside NumPy's builtin
-      table, such as ml_dtypes', strides that are not whole items, memory NumPy imported
-      through DLPack); ``managed_tensor_from_py_object_no_sync`` gives those to NumPy's
+      the shape and element strides point into a block kept for each distinct layout (for
+      the process; past a bound of distinct layouts, for the array's life). It raises
+      BufferError for arrays NumPy's ``__dlpack__`` describes differently or refuses (a
+      non-native byte order, a dtype outside NumPy's builtin table, such as ml_dtypes',
+      strides that are not whole items, memory NumPy imported through DLPack);
+      ``managed_tensor_from_py_object_no_sync`` gives those to NumPy's
       ``__dlpack__``, which exports or refuses them. ``managed_tensor_to_py_object_no_sync``
       returns an ndarray sharing the tensor's memory.
     - any other type with ``__dlpack__``: a generic table whose
