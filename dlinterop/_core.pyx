@@ -24,7 +24,7 @@ from libc.stdint cimport (
     uint64_t, uintptr_t,
 )
 from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy, memset, strcmp
+from libc.string cimport memcmp, memcpy, memset, strcmp
 
 from dlinterop.dlpack cimport *
 from dlinterop._cuda_table cimport dli_cuda_table
@@ -50,6 +50,7 @@ import operator
 import os
 import struct
 import sys
+import weakref
 
 include "core/runtime.pxi"         # C declarations, atomics, constants
 include "core/once.pxi"            # one-time set-ups: no lock held across Python, fork-safe
@@ -77,6 +78,7 @@ include "core/creation.pxi"        # empty, zeros, ones, full; dl.share
 include "core/python_data.pxi"     # arange, Tensors from nested sequences
 include "core/bridge.pxi"          # asarray over the array interfaces and the buffer protocol
 include "core/exchange.pxi"        # dlinterop's own exchange table, published
+include "core/exchange_tables.pxi" # exchange tables for NumPy's and other types' objects
 include "core/pickling.pxi"        # pickling by value
 include "core/views.pxi"           # views: transpose, squeeze, dtype views
 include "core/reshape.pxi"         # reshape: a view where the strides allow

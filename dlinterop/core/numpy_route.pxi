@@ -12,6 +12,8 @@
 cdef extern from "numpy_route.h":
     int dli_numpy_built() noexcept
     int dli_numpy_init() noexcept
+    int dli_numpy_is_array(PyObject* obj) noexcept
+    const int64_t* dli_layout_interned(const int64_t* layout, int n) noexcept
     int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim,
                        int* readonly) noexcept
     PyObject* dli_numpy_wrap(const DLTensor* t, int readonly, PyObject* base) noexcept
