@@ -16,6 +16,7 @@ import pytest
 
 import dlinterop as dl
 from dlinterop import _core
+from dlinterop.testing._frameworks.dtypes import numpy_shared_dtypes
 from exchange_api.helpers import (
     ExchangeTable,
     ManagedFactory,
@@ -44,23 +45,7 @@ LAYOUTS = {
     "broadcast": lambda: np.broadcast_to(np.arange(3.0), (4, 3)),
 }
 
-DTYPES = "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64".split()
-DTYPES += ["complex64", "complex128"]
-
-
-LAYOUTS = {
-    "C": lambda: base(),
-    "Fortran": lambda: np.asfortranarray(base()),
-    "sliced": lambda: base()[1:, ::2, 1::3],
-    "negative strides": lambda: base()[::-1, :, ::-2],
-    "0-d": lambda: np.array(3.5, dtype=np.float32),
-    "empty": lambda: base()[:, :0],
-    "transposed": lambda: base().transpose(2, 0, 1),
-    "broadcast": lambda: np.broadcast_to(np.arange(3.0), (4, 3)),
-}
-
-DTYPES = "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64".split()
-DTYPES += ["complex64", "complex128"]
+DTYPES = numpy_shared_dtypes()
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
