@@ -50,6 +50,8 @@ def pxd_field_names(pxd_text):
     body = re.search(r"ctypedef struct DLInteropABI:\n((?:        .*\n)+)", pxd_text)
     fields = []
     for line in body.group(1).splitlines():
+        if line.strip().startswith("#"):
+            continue  # a comment, such as a section's version
         if line.startswith(" " * 9) and fields:
             fields[-1] += " " + line.strip()  # a declaration continued
         else:

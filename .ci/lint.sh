@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The linters and formatters in check mode (nothing is rewritten), the map of the core's
-# include files (.ci/check_map.py) and that script's tests. The tools are the versions
+# include files (.ci/check_map.py), the map of the tree (.ci/check_tree.py: file sizes, the
+# pages that name every module and test folder, the include lists' imports, the lists that
+# could be derived) and those scripts' tests. The tools are the versions
 # .pre-commit-config.yaml pins (checked below), in a virtualenv of their own under $TMPDIR;
 # `pre-commit run --all-files` runs the same checks and fixes what it can.
 #
@@ -16,7 +18,7 @@ shellcheck=0.11.0.1
 pytest=9.2.0
 
 # pyproject.toml's [tool.cython-lint] exclude, which cython-lint applies only to the folders
-# it walks, not to files named to it.
+# it walks, not to files named to it. What those two import is checked by .ci/check_tree.py.
 cython_exclude='^dlinterop/(_core|frameworks)\.pyx$'
 
 python - "$ruff" "$cython_lint" "$clang_format" "$shellcheck" <<'PY'
@@ -52,11 +54,19 @@ echo "shellcheck $shellcheck: every tracked shell script"
 mapfile -t scripts < <(git grep -nE '^#!.*\b(ba|da|k)?sh\b' | awk -F: '$2 == 1 { print $1 }')
 shellcheck "${scripts[@]}"
 
+echo "the version and what repeats it agree (.ci/check_version.py)"
+python .ci/check_version.py
+
 echo "the stable ABI's table only grows at its end (.ci/check_abi.py), and its tests"
 python -m pytest -q .ci/test_check_abi.py
 python .ci/check_abi.py
 
-echo "the maps of _core and frameworks (.ci/check_map.py), and its tests"
+echo "the maps of _core, frameworks and _conformance (.ci/check_map.py), and its tests"
 python -m pytest -q .ci/test_check_map.py
 python .ci/check_map.py dlinterop/_core.pyx
 python .ci/check_map.py dlinterop/frameworks.pyx
+python .ci/check_map.py dlinterop/testing/_conformance.pyx
+
+echo "the tree's map (.ci/check_tree.py), and its tests"
+python -m pytest -q .ci/test_check_tree.py
+python .ci/check_tree.py

@@ -72,7 +72,7 @@ for v in $ready; do
     mkdir -p "$work/py$v-tmp"
     # The installed copy is tested: the venv's pytest script does not put the checkout on
     # sys.path (python -m pytest would, and the source tree would shadow the install).
-    (TMPDIR="$work/py$v-tmp" "$work/py$v/bin/pytest" -q > "$work/py$v.log" 2>&1
+    (TMPDIR="$work/py$v-tmp" "$work/py$v/bin/pytest" -q --run-slow > "$work/py$v.log" 2>&1
      echo $? > "$work/py$v.rc") &
 done
 wait

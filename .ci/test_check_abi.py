@@ -3,6 +3,7 @@
 
 import importlib.util
 import os
+import re
 
 _here = os.path.dirname(os.path.abspath(__file__))
 _spec = importlib.util.spec_from_file_location("check_abi", os.path.join(_here, "check_abi.py"))
@@ -14,9 +15,14 @@ HEADER = open(os.path.join(ROOT, "include", "dlinterop", "abi.h")).read()
 FROZEN = check_abi.frozen_entries(os.path.join(_here, "abi", "table-1.txt"))
 PXD = open(os.path.join(ROOT, "dlinterop", "_abi_table.pxd")).read()
 
-APPENDED = """  /* 1.1 */
+MINOR = int(re.search(r"#define DLINTEROP_ABI_MINOR (\d+)", HEADER).group(1))
+APPENDED = f"""  /* 1.{MINOR + 1} */
   int (*newer)(PyObject* obj);
-} DLInteropABI;"""
+}} DLInteropABI;"""
+# The .pxd's last field, after which an appended entry goes.
+LAST_FIELD = re.findall(
+    r"\n(        \S.*\n)(?!        )", PXD.split('cdef extern from "abi_storage.h"')[0]
+)[-1]
 
 
 def test_the_tree_passes():
@@ -44,14 +50,15 @@ def test_a_moved_or_removed_entry_fails():
 
 def test_an_appended_entry_must_be_frozen_and_versioned():
     header = HEADER.replace("} DLInteropABI;", APPENDED)
-    pxd = PXD.replace(
-        "        void* copy_error\n", "        void* copy_error\n        int (*newer)(object obj)\n"
-    )
+    pxd = PXD.replace(LAST_FIELD, LAST_FIELD + "        int (*newer)(object obj)\n")
     found = check_abi.problems(header, FROZEN, pxd)
     assert any("the table gained newer: append them" in m for m in found)
     assert any(
-        "DLINTEROP_ABI_MINOR is 0, but the table's newest section is 1.1" in m for m in found
+        f"DLINTEROP_ABI_MINOR is {MINOR}, but the table's newest section is 1.{MINOR + 1}" in m
+        for m in found
     )
     frozen = FROZEN + [("newer", "int (*newer)(PyObject* obj)")]
-    header = header.replace("#define DLINTEROP_ABI_MINOR 0", "#define DLINTEROP_ABI_MINOR 1")
+    header = header.replace(
+        f"#define DLINTEROP_ABI_MINOR {MINOR}", f"#define DLINTEROP_ABI_MINOR {MINOR + 1}"
+    )
     assert check_abi.problems(header, frozen, pxd) == []

@@ -7,7 +7,7 @@
 # tests run under TSan with CPython's own suppressions. Prints the reports that name a
 # dlinterop frame (reports inside uninstrumented NumPy wheels are not ours to read) and
 # exits non-zero when there is one.
-#   bash .ci/tsan.sh [pytest arguments]      (default: tests/test_threads.py)
+#   bash .ci/tsan.sh [pytest arguments]      (default: tests/threads)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix="${DLINTEROP_TSAN_PREFIX:-$HOME/.cache/dlinterop/python3.13t-tsan}"
@@ -45,7 +45,7 @@ rm -f "$log".*
 # in subprocesses and check their exit status); the reports are read from the logs.
 TSAN_OPTIONS="suppressions=$prefix/share/suppressions_free_threading.txt log_path=$log \
     halt_on_error=0 exitcode=0 second_deadlock_stack=1" PYTHON_GIL=0 \
-    "$env/bin/python" -P -m pytest -q -p no:cacheprovider "${@:-tests/test_threads.py}"
+    "$env/bin/python" -P -m pytest -q -p no:cacheprovider --run-slow "${@:-tests/threads}"
 # A report is dlinterop's when the innermost frame (past libtsan's interceptors) of either
 # access is in dlinterop's code; the others are CPython's own (its free-threaded dict
 # lookups read an object's fields speculatively, by design) and are counted, not shown.
@@ -61,7 +61,7 @@ for path in sorted(glob.glob(sys.argv[1] + ".*")):
             frames = [f for f in re.findall(r"^    #\d+ (.*)$", access, re.M)
                       if "libsanitizer" not in f and "libtsan" not in f]
             innermost.append(frames[0] if frames else "")
-        if any(re.search(r"dlinterop|src/(runtime|numpy_route|cuda_layer)\.c", f) for f in innermost):
+        if any(re.search(r"dlinterop|src/\w+\.(c|h|cu)\b", f) for f in innermost):
             ours.append(report)
         else:
             theirs += 1

@@ -14,9 +14,10 @@ target's own reference (not always the fastest peer) and whether it is met. Noth
 on a missed target: CI runs --quick to prove that the runner works, not to judge timings on a
 shared machine.
 
-The work is split by job: rows.py (what is timed, and the targets), peers.py (the libraries
-and their inputs), timing.py (how it is measured), report.py (the tables and the JSON's
-rows) and plot.py (the figure); this file reads the command line and runs them.
+The work is split by job: rows/ (what is timed, and the targets; a module per table),
+peers.py (the libraries and their inputs), timing.py (how it is measured), report.py (the
+tables and the JSON's rows) and plot.py (the figure); this file reads the command line and
+runs them.
 """
 
 import argparse
@@ -42,21 +43,13 @@ from benchmarks.peers import (  # noqa: E402
 )
 from benchmarks.plot import plot  # noqa: E402
 from benchmarks.report import SECTION_TITLES, print_table, summarise  # noqa: E402
-from benchmarks.rows import (  # noqa: E402
-    COLUMNS,
-    EXCHANGE_COLUMNS,
-    FRAMEWORK_COLUMNS,
-    HEADINGS,
-    PEERS,
-    TENSOR_COLUMNS,
-    WAY_OUT_COLUMNS,
-    define_exchange_rows,
-    define_framework_rows,
-    define_rows,
-    define_scaling_rows,
-    define_tensor_rows,
-    define_way_out_rows,
-)
+from benchmarks.rows.exchange import EXCHANGE_COLUMNS, define_exchange_rows  # noqa: E402
+from benchmarks.rows.frameworks import FRAMEWORK_COLUMNS, define_framework_rows  # noqa: E402
+from benchmarks.rows.main import define_rows  # noqa: E402
+from benchmarks.rows.scaling import define_scaling_rows  # noqa: E402
+from benchmarks.rows.table import COLUMNS, HEADINGS, PEERS  # noqa: E402
+from benchmarks.rows.tensor import TENSOR_COLUMNS, define_tensor_rows  # noqa: E402
+from benchmarks.rows.way_out import WAY_OUT_COLUMNS, define_way_out_rows  # noqa: E402
 from benchmarks.timing import (  # noqa: E402
     MODES,
     import_rows,

@@ -5,8 +5,9 @@ import os
 import subprocess
 import sys
 
-from benchmarks.rows import BIG, SMALL, TOLIST_NUMPY_DTYPES, TOLIST_OTHER_DTYPES
-from benchmarks.rows import PEERS as COLUMN_PEERS
+from benchmarks.rows.table import BIG, SMALL
+from benchmarks.rows.table import PEERS as COLUMN_PEERS
+from benchmarks.rows.tensor import TOLIST_NUMPY_DTYPES, TOLIST_OTHER_DTYPES
 
 
 def load_libraries(wanted):

@@ -1,6 +1,6 @@
 """The side-by-side runner's figure (--plot): its main rows as a bar chart."""
 
-from benchmarks.rows import HEADINGS, SMALL
+from benchmarks.rows.table import HEADINGS, SMALL
 
 # The rows the plot shows: the everyday exchanges, one or two per section.
 PLOTTED_ROWS = (

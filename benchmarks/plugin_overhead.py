@@ -27,7 +27,7 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--number", type=int, default=2000, help="calls per repeat")
     args = parser.parse_args(argv)
-    from dlinterop.pytest_plugin import Checker
+    from dlinterop.testing._plugin_checker import Checker
 
     checked, relayed = Checker(False, "report", []), Checker(True, "report", [])
     for title, module, attribute, x in cases():

@@ -1,7 +1,7 @@
 """The side-by-side runner's report: a table per section (values, the ratio to the best
 peer, each target and whether it is met), and each row summarised as data for --json."""
 
-from benchmarks.rows import HEADINGS, PEERS, SMALL
+from benchmarks.rows.table import HEADINGS, PEERS, SMALL
 
 SECTION_TITLES = {
     "export": f"Export: column = whose tensor is exported ({SMALL} float32 elements unless said)",

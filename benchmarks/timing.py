@@ -13,7 +13,7 @@ import tempfile
 import time
 import timeit
 
-from benchmarks.rows import MIB, Row, Target
+from benchmarks.rows.table import MIB, Row, Target
 
 # Loops per repeat, after untimed warm-up calls: the rule `python -m dlinterop bench` uses.
 from dlinterop._cli.bench import calibrate

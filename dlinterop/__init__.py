@@ -65,6 +65,7 @@ from dlinterop._core import (
     complex128,
     dtype,
     empty,
+    exchange_api_for,
     float4_e2m1fn,
     float4_e2m1fn_x2,
     float6_e2m3fn,
@@ -120,7 +121,7 @@ if TYPE_CHECKING:
     from dlinterop import cuda as cuda
 
 # The one place the version is written: pyproject.toml reads it from here.
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "CopyError",
@@ -142,6 +143,7 @@ __all__ = [
     "dtype",
     "empty",
     "empty_like",
+    "exchange_api_for",
     "float16",
     "float32",
     "float4_e2m1fn",

@@ -41,6 +41,9 @@ cdef extern from "dlinterop/abi.h":
         object (*device_object)(DLDevice device)
         int (*parse_device)(object obj, DLDevice* out) except -1
         void* copy_error
+        # 1.1
+        object (*from_dlpack)(object obj, const DLDevice* device, int copy)
+        int (*tensor_flags)(object tensor, uint64_t* flags) except -1
 
 
 cdef extern from "abi_storage.h":

@@ -1,6 +1,5 @@
-# dlinterop._capi exists for C: the C API of dlinterop/_capi_api.h (under dl.get_include()),
-# which C extensions import with import_dlinterop___capi(), and the stable ABI's table of
-# dlinterop/abi.h, which DLInterop_Import() and dlinterop.abi's import_dlinterop() read.
+# dlinterop._capi exists for C: the stable ABI's table of dlinterop/abi.h, which
+# DLInterop_Import() and dlinterop.abi's import_dlinterop() read.
 
 abi_table: object
 """A capsule named "dlinterop._capi.abi_table" holding the table."""

@@ -1,27 +1,23 @@
 # cython: language_level=3, freethreading_compatible=True, auto_pickle=False
-"""The C API of dlinterop: dlinterop.tensor's entry points as `cdef api` functions, for
-plain C/C++ extensions. Cython writes their declarations to dlinterop/_capi_api.h, which
-the build installs under dl.get_include(). A C extension includes dlpack/dlpack.h and then
-that header, and calls import_dlinterop___capi() once (in its module init) before any
-dlinterop_* function. Cython code cimports dlinterop.tensor instead.
+"""dlinterop's C door: the stable ABI's table, `abi_table`, a capsule holding the versioned
+table of dlinterop/abi.h. C and C++ extensions include that header (under
+dl.get_include()) and call DLInterop_Import(); Cython extensions cimport dlinterop.abi and
+call import_dlinterop(). Either way every call goes through the table, so nothing they
+compile in depends on the layout of dlinterop's objects (docs/cython.md).
 
-Every function needs the GIL and follows the CPython convention: NULL (or -1) with an
-exception set on failure. Tensors cross as plain PyObject*; a returned object is a new
-reference.
-
-It also publishes the stable ABI, `abi_table`: a capsule holding the versioned table of
-dlinterop/abi.h, through which extensions built with dlinterop/abi.h or dlinterop/abi.pxd
-call dlinterop without depending on the layout of its objects (docs/cython.md)."""
+The older `cdef api` functions (dlinterop/_capi_api.h, import_dlinterop___capi()) were retired
+in 0.2.0: each has its entry in the table (docs/cython.md, "Plain C and C++")."""
 
 from cpython.pycapsule cimport PyCapsule_New
-from libc.stdint cimport int64_t
+from libc.stdint cimport uint64_t
 
-from dlinterop.dlpack cimport DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor
-from dlinterop.tensor cimport (
-    DType, Tensor, device_from_dl, dtype_from_dl, empty_tensor, tensor_from_managed,
+from dlinterop.dlpack cimport (
+    DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY, DLDataType, DLDevice, DLTensor,
+)
+from dlinterop._core cimport (
+    DType, Tensor, _from_dlpack, device_from_object, empty_tensor, tensor_from_managed,
     tensor_from_object, to_capsule,
 )
-from dlinterop._core cimport device_from_object
 from dlinterop.abi cimport DLINTEROP_ABI_MAJOR, DLINTEROP_ABI_MINOR
 from dlinterop._abi_table cimport (
     DLINTEROP_ABI_CAPSULE, DLInteropABI, dli_abi_finish, dli_abi_storage, dli_make_fn,
@@ -30,7 +26,7 @@ from dlinterop._abi_table cimport (
 from dlinterop.frameworks cimport borrow, check_arg, empty_like_c, to_framework_c, zeros_like_c
 
 from dlinterop import __version__
-from dlinterop._core import CopyError, dtype as _dtype
+from dlinterop._core import CopyError, Device, dtype as _dtype
 
 
 cdef inline Tensor _as_tensor(object obj):
@@ -40,41 +36,6 @@ cdef inline Tensor _as_tensor(object obj):
     return <Tensor>obj
 
 
-cdef api DLTensor* dlinterop_dltensor(object tensor) except NULL:
-    """The Tensor's DLTensor, borrowed: valid while `tensor` lives. TypeError for anything
-    that is not a dlinterop Tensor."""
-    return _as_tensor(tensor).dltensor()
-
-
-cdef api int dlinterop_is_tensor(object obj) noexcept:
-    """1 when `obj` is a dlinterop Tensor (or a subclass), else 0; never fails."""
-    return isinstance(obj, Tensor)
-
-
-cdef api object dlinterop_tensor_from_object(object obj):
-    """dl.from_dlpack(obj): a Tensor sharing the memory of a capsule or a __dlpack__ object."""
-    return tensor_from_object(obj)
-
-
-cdef api object dlinterop_tensor_from_managed(DLManagedTensorVersioned* managed, int readonly):
-    """A Tensor that owns `managed` and calls its deleter once when it dies. Ownership moves
-    even on failure: the deleter has already run when NULL is returned."""
-    return tensor_from_managed(managed, readonly)
-
-
-cdef api object dlinterop_to_capsule(object tensor, int versioned):
-    """A "dltensor_versioned" (versioned != 0) or "dltensor" capsule sharing the memory of
-    `tensor`, which must be a dlinterop Tensor."""
-    return to_capsule(_as_tensor(tensor), versioned)
-
-
-cdef api object dlinterop_empty_tensor(int ndim, const int64_t* shape, DLDataType dtype,
-                                       DLDevice device):
-    """A new owned, C-contiguous, uninitialised Tensor (256-byte aligned)."""
-    return empty_tensor(ndim, shape, dtype, device)
-
-
-# -- the stable ABI: the table of dlinterop/abi.h ------------------------------------------
 # The table is filled once, at import, and never changes.
 
 cdef int _abi_is_tensor(object obj) noexcept:
@@ -90,7 +51,8 @@ cdef object _abi_to_capsule(object tensor, int versioned):
 
 
 cdef object _abi_dtype_object(DLDataType dtype):
-    return dtype_from_dl(dtype)
+    # dl.dtype((code, bits, lanes)): the DType, or ValueError for a triple with none.
+    return _dtype((dtype.code, dtype.bits, dtype.lanes))
 
 
 cdef int _abi_parse_dtype(object obj, DLDataType* out) except -1:
@@ -100,11 +62,29 @@ cdef int _abi_parse_dtype(object obj, DLDataType* out) except -1:
 
 
 cdef object _abi_device_object(DLDevice device):
-    return device_from_dl(device)
+    # dl.Device(type, index): ValueError for a type DLPack does not define or a negative
+    # index, the devices no import would take.
+    return Device(<int>device.device_type, device.device_id)
 
 
 cdef int _abi_parse_device(object obj, DLDevice* out) except -1:
     out[0] = device_from_object(obj)
+    return 0
+
+
+cdef object _abi_from_dlpack(object obj, const DLDevice* device, int copy):
+    if copy < -1 or copy > 1:
+        raise ValueError(f"copy must be -1 (None), 0 (False) or 1 (True), got {copy}")
+    return _from_dlpack(obj, None if device == NULL else _abi_device_object(device[0]),
+                        None if copy < 0 else copy == 1, None)
+
+
+cdef int _abi_tensor_flags(object tensor, uint64_t* flags) except -1:
+    cdef Tensor t = _as_tensor(tensor)
+    if flags == NULL:
+        raise ValueError("tensor_flags needs somewhere to write the flags, got NULL")
+    # DLPack's bits only: dlinterop keeps bits of its own in the high end of Tensor.flags.
+    flags[0] = t.flags & (DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED)
     return 0
 
 
@@ -133,6 +113,8 @@ _table.parse_dtype = _abi_parse_dtype
 _table.device_object = _abi_device_object
 _table.parse_device = _abi_parse_device
 _table.copy_error = <void*>CopyError   # the module holds CopyError (imported above)
+_table.from_dlpack = _abi_from_dlpack
+_table.tensor_flags = _abi_tensor_flags
 dli_abi_finish(&_storage)                # the size (and, in a test build, what it appends)
 
 abi_table = PyCapsule_New(_table, DLINTEROP_ABI_CAPSULE, NULL)

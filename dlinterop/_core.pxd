@@ -1,7 +1,7 @@
 # The C-level ABI of dlinterop's core module. Every field and every cdef signature that
 # another module (ours or a downstream extension) may use lives here; changing a class
 # layout below is an ABI change that downstream extensions must be rebuilt for.
-# The stable public names are re-exported by dlinterop/tensor.pxd.
+# dlinterop/tensor.pxd names what the same-build tier offers downstream (one release only).
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
 from dlinterop.dlpack cimport (
@@ -36,15 +36,17 @@ cdef class Tensor:
     cdef DLTensor dl
     cdef int64_t* shape_strides
     cdef int64_t inline_storage[2 * INLINE_NDIM]
-    # Owned buffer from dli_host_alloc (base pointer and size for the free), or NULL.
+    # Owned buffer, from dli_host_alloc or the CUDA layer (base pointer and size for the
+    # free), or NULL.
     cdef void* alloc_base
     cdef size_t alloc_nbytes
     # Imported managed tensor, at most one of the two set; its deleter runs exactly once,
     # when this Tensor dies.
     cdef DLManagedTensorVersioned* managed_versioned
     cdef DLManagedTensor* managed_legacy
-    # DLPACK_FLAG_BITMASK_READ_ONLY / IS_COPIED as they apply to this Tensor, and bit 63:
-    # READ_ONLY was assumed for a legacy capsule (see Tensor.readonly_reason).
+    # DLPACK_FLAG_BITMASK_READ_ONLY / IS_COPIED as they apply to this Tensor, and
+    # dlinterop's own bits (below): 63, READ_ONLY was assumed for a legacy capsule (see
+    # Tensor.readonly_reason); 62, the packed copy of padded sub-byte data.
     cdef uint64_t flags
     # The Python object keeping the memory alive (capsule, buffer holder, source Tensor),
     # or None for an owned buffer.
@@ -72,7 +74,8 @@ cdef inline bint read_only_by_flag(Tensor t) noexcept:
             ) == DLPACK_FLAG_BITMASK_READ_ONLY
 
 
-cdef DType dtype_from_dl(DLDataType dt)
+cdef DType dtype_from_dl(DLDataType dt)   # None when dlinterop has no DType for dt
+cdef str dtype_text(DLDataType dt)         # its name, or "(code, bits, lanes)"; never None
 cdef Device device_from_dl(DLDevice dev)
 
 cdef Tensor empty_tensor(int ndim, const int64_t* shape, DLDataType dtype, DLDevice device)
@@ -94,3 +97,6 @@ cdef int64_t checked_nbytes(int ndim, const int64_t* shape, DLDataType dt,
                             DLDevice device) except -1
 cdef object numpy_array_from(Tensor t)
 cdef Tensor offset_in_pointer(Tensor t)
+# dl.from_dlpack's own body (device, copy and stream as it takes them): the stable ABI's
+# from_dlpack entry (dlinterop._capi).
+cdef Tensor _from_dlpack(object obj, object device, object copy, object stream)

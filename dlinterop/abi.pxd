@@ -5,7 +5,7 @@
 # dlinterop.get_include()), so nothing compiled in depends on the layout of dlinterop's
 # objects: an extension built on this needs no rebuild when dlinterop is upgraded, and can
 # be an abi3 wheel. Tensors are plain objects here; their DLTensor comes from dltensor().
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 
 from dlinterop.dlpack cimport DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor
 
@@ -67,3 +67,15 @@ cdef extern from "dlinterop/abi.h":
 
     # dl.CopyError, the exception for a copy that copy=False forbids.
     object copy_error "DLInterop_CopyError"()
+
+    # The minor version of the installed table.
+    int abi_minor "DLInterop_ABIMinor"() except -1
+
+    # -- 1.1: declared by dlinterop/abi.h only for DLINTEROP_TARGET_MINOR >= 1 (or with
+    # DLINTEROP_ALLOW_NEWER_ENTRIES, raising NotImplementedError on an older table): a
+    # module that calls one with a lower target does not compile.
+    # dl.from_dlpack(obj, device=device[0] or None when NULL, copy=None/False/True for
+    # copy -1/0/1).
+    object from_dlpack "DLInterop_FromDLPack"(object obj, const DLDevice* device, int copy)
+    # The DLPack flags (READ_ONLY, IS_COPIED) that apply to the Tensor's memory.
+    int tensor_flags "DLInterop_TensorFlags"(object tensor, uint64_t* flags) except -1

@@ -56,10 +56,10 @@ def _device_index(device: _AnyDevice) -> int:
         return 0
     if isinstance(device, int):
         return device
-    from dlinterop import Device
+    from dlinterop import Device, _core
 
     d = device if isinstance(device, Device) else Device(device)
-    if d.type not in ("cuda", "cuda_managed", "cuda_host"):
+    if not _core._device_kind(d).cuda:  # the table of device kinds: the CUDA layer's memory
         raise ValueError(f"{d} is not a CUDA device")
     return int(d.index)
 

@@ -6,22 +6,26 @@
 #
 # What this module uses of the core, all declared in dlinterop/_core.pxd: the classes DType,
 # Device and Tensor; borrow_dltensor, check_copy_arg, checked_nbytes, device_from_dl,
-# device_from_object, dtype_from_dl, empty_tensor, exchange_api_of, numpy_array_from,
-# order_for_consumer, raise_pending_error, read_only_by_flag, tensor_from_managed,
-# tensor_from_object, to_managed and zero_fill; and the shared rules of
+# device_from_object, dtype_text, empty_tensor, exchange_api_of, numpy_array_from,
+# offset_in_pointer, order_for_consumer, raise_pending_error, read_only_by_flag,
+# tensor_from_managed, tensor_from_object, to_managed and zero_fill; and the shared rules of
 # dlinterop/_lib/rules.pxd (MAX_NDIM, dims_from_python, is_c_contiguous), the reads of
 # dlinterop/_lib/threadsafe.pxd (dict_get, type_version) and the per-type cache of
 # dlinterop/_lib/type_cache.pxd.
 from libc.stdint cimport int64_t
+
+# A module built on this file runs only with the dlinterop release it was built against.
+cimport dlinterop._same_build
 
 from dlinterop.dlpack cimport DLDataType, DLDevice, DLTensor
 from dlinterop._core cimport Tensor
 
 
 # What check_arg requires of an argument: the stable ABI's struct (dlinterop/abi.h), so
-# that check_arg is the ABI table's entry as it is. -1 in ndim, dtype_code or device_type
-# leaves that property unchecked; dtype_bits is checked with dtype_code; c_contiguous and
-# writable (ints) are asked when non-zero. Fill one with arg_spec().
+# that check_arg is the ABI table's entry as it is. -1 in ndim, dtype_code, dtype_bits or
+# device_type leaves that property unchecked (dtype_code alone: any width of that type code;
+# dtype_bits alone: any type of that width); c_contiguous and writable (ints) are asked when
+# non-zero. Fill one with arg_spec(), which checks nothing.
 from dlinterop.abi cimport ArgSpec
 
 

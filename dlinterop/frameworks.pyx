@@ -23,7 +23,7 @@ from dlinterop._lib.type_cache cimport (
 )
 from dlinterop._core cimport (
     DType, Device, Tensor, borrow_dltensor, check_copy_arg, checked_nbytes, device_from_dl,
-    device_from_object, dtype_from_dl, empty_tensor, exchange_api_of,
+    device_from_object, dtype_text, empty_tensor, exchange_api_of,
     numpy_array_from, offset_in_pointer, order_for_consumer, raise_pending_error,
     read_only_by_flag, tensor_from_managed, tensor_from_object, to_managed, zero_fill,
 )

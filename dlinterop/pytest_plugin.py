@@ -6,30 +6,25 @@ the conformance checker's rules (docs/finding-bugs.md):
 
 Installed, it is also loaded through its pytest11 entry point, and then does nothing unless
 asked (--dlpack-check, or `dlpack_check = true` in the ini file). This module imports only
-the standard library; the checking machinery (dlinterop.testing._call_rules) is imported once
-the plugin is enabled, and the peers' consumers are patched only where already imported."""
+the standard library; the checker it registers (dlinterop.testing._plugin_checker) and the
+checking machinery (dlinterop.testing._call_rules) are imported once the plugin is enabled.
+The peers' consumers are replaced when the run is configured, before any test module is
+imported (so that `from numpy import from_dlpack` binds the checked one), and those imported
+later as soon as they are (dlinterop._integrations.after_import); each keeps its signature,
+and all are put back when the run ends."""
 
 from __future__ import annotations
 
-import functools
+import os
 import sys
 
 import pytest
 
 NAME = "dlinterop.pytest_plugin"
 
-# The consumers patched while checking: (module, attribute). pyarrow's Tensor.from_dlpack and
-# Array.from_dlpack are methods of extension types, which cannot be patched: pyarrow is
-# checked as a producer only.
-CONSUMERS = (
-    ("numpy", "from_dlpack"),
-    ("torch", "from_dlpack"),
-    ("torch.utils.dlpack", "from_dlpack"),
-    ("jax.dlpack", "from_dlpack"),
-    ("jax.numpy", "from_dlpack"),
-    ("warp", "from_dlpack"),
-    ("mlx.core", "from_dlpack"),
-)
+# A duplicate of fd 2 taken before pytest's capture redirects it (--dlpack-sanitize): where
+# the sanitizer writes its reports, so that they are seen even when a fault ends the process.
+_STDERR = pytest.StashKey[int]()
 
 
 def pytest_addoption(parser):
@@ -71,6 +66,13 @@ def pytest_addoption(parser):
         "from_dlpack (repeat)",
     )
     group.addoption(
+        "--dlpack-probe",
+        action="store_true",
+        default=False,
+        help="once per producer type, also make the checker's calls consumers never make "
+        "(no max_version, copy=True, copy=False, dl_device=) and check the answers",
+    )
+    group.addoption(
         "--dlpack-sanitize",
         action="store_true",
         default=False,
@@ -82,6 +84,20 @@ def pytest_addoption(parser):
     parser.addini(
         "dlpack_allow", "known deviations, one RULE[:TYPE] a line (as --dlpack-allow)", "linelist"
     )
+
+
+def _sanitizer_asked(config):
+    return getattr(config.known_args_namespace, "dlpack_sanitize", False) or os.environ.get(
+        "DLINTEROP_SANITIZE", ""
+    ) not in ("", "0")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    # Before the capture manager's own wrapper starts redirecting fd 2.
+    if _sanitizer_asked(early_config):
+        early_config.stash[_STDERR] = os.dup(2)
+    return (yield)
 
 
 def _requested_explicitly(config):
@@ -104,6 +120,12 @@ def pytest_configure(config):
     if enabled is None:
         enabled = bool(config.getini("dlpack_check")) or _requested_explicitly(config)
     if not (enabled or relay or sanitize):
+        stderr = config.stash.get(_STDERR, None)
+        if stderr is not None:  # DLINTEROP_SANITIZE=1: its reports where they are seen too
+            from dlinterop import sanitizer
+
+            sanitizer._report_to(stderr)
+            os.close(stderr)
         return
     allow = [
         item.strip()
@@ -111,6 +133,8 @@ def pytest_configure(config):
         for item in entry.split(",")
         if item.strip()
     ]
+    from dlinterop.testing._plugin_checker import CONSUMERS, Checker
+
     consumers = list(CONSUMERS)
     for spec in config.getoption("dlpack_consumer"):
         module, _, attribute = spec.partition(":")
@@ -124,187 +148,8 @@ def pytest_configure(config):
         consumers,
         sanitize=sanitize,
         check=bool(enabled or relay),
+        probe=config.getoption("dlpack_probe"),
+        stderr=config.stash.get(_STDERR, None),
     )
     config.pluginmanager.register(checker, "dlinterop-dlpack-checker")
-
-
-class Checker:
-    """The enabled plugin: patches the consumers, attributes violations to the running test,
-    reports them, and restores the consumers at the end."""
-
-    def __init__(self, relay, violations, allow, consumers=CONSUMERS, sanitize=False, check=True):
-        from dlinterop.testing import _call_rules
-
-        # what the checking takes from _call_rules (imported only now that it is enabled)
-        self.Exchange = _call_rules.Exchange
-        self.CheckingProxy = _call_rules.CheckingProxy
-        self.check_consumer = _call_rules.check_consumer
-        unknown = sorted({a.partition(":")[0] for a in allow} - _call_rules.known_ids())
-        if unknown:
-            raise pytest.UsageError(f"--dlpack-allow: unknown rule ids {', '.join(unknown)}")
-        self.allow = [(a.partition(":")[0], a.partition(":")[2]) for a in allow]
-        self.relay = relay
-        self.check = check  # False: --dlpack-sanitize alone, no consumer is replaced
-        self.consumers = tuple(consumers)
-        self.fail = violations == "fail"
-        self.patched = []
-        self.pending = []  # violations of the test phase running now
-        self.reported = []  # (nodeid, violation), in order
-        self.exchanges = 0
-        self.relayed = 0
-        self.taken_directly = 0
-        self.sanitizer = None
-        self.sanitizer_reports = 0
-        if sanitize:
-            from dlinterop import sanitizer
-
-            self.sanitizer = sanitizer
-            self.sanitizer_was_on = sanitizer.is_enabled()
-            if not self.sanitizer_was_on:
-                sanitizer.enable()
-            self.sanitizer_mark = sanitizer.report_count()
-
-    # ---- the consumers
-
-    def patch_present(self):
-        if not self.check:
-            return
-        for module_name, attribute in self.consumers:
-            module = sys.modules.get(module_name)
-            consumer = getattr(module, attribute, None) if module is not None else None
-            if consumer is None or getattr(consumer, "__dlpack_checked__", None) is self:
-                continue
-            setattr(module, attribute, self.wrap(consumer, f"{module_name}.{attribute}"))
-            self.patched.append((module, attribute, consumer))
-
-    def wrap(self, consumer, name):
-        proxy, exchange_of, check_consumer = self.CheckingProxy, self.Exchange, self.check_consumer
-        checker = self
-
-        @functools.wraps(consumer)
-        def from_dlpack(x, *args, **kwargs):
-            # A proxy already is a checked exchange (one consumer calling another).
-            if type(x) is proxy or getattr(x, "__dlpack__", None) is None:
-                return consumer(x, *args, **kwargs)
-            checker.exchanges += 1
-            source = checker.through_dlinterop(x, name) if checker.relay else x
-            exchange = exchange_of(name, source, checker.report, kwargs)
-            result = consumer(proxy(exchange), *args, **kwargs)
-            check_consumer(exchange, result)
-            return result
-
-        from_dlpack.__dlpack_checked__ = self
-        return from_dlpack
-
-    def through_dlinterop(self, x, name):
-        """dl.from_dlpack(x), itself a checked exchange; x itself where dlinterop refuses it,
-        and where it is a dl.Tensor already (another hop would turn a Tensor of a legacy
-        capsule, which may go out as one, into a Tensor READ_ONLY by flag, which may not)."""
-        import dlinterop as dl
-
-        if type(x) is dl.Tensor:
-            self.taken_directly += 1
-            return x
-        exchange = self.Exchange(f"dlinterop.from_dlpack (relay to {name})", x, self.report, {})
-        try:
-            tensor = dl.from_dlpack(self.CheckingProxy(exchange))
-        except Exception:
-            self.taken_directly += 1
-            return x
-        self.check_consumer(exchange, tensor)
-        self.relayed += 1
-        return tensor
-
-    def report(self, violation):
-        for rule_id, who in self.allow:
-            if rule_id == violation.rule and (
-                not who
-                or any(
-                    name == who or name.startswith(who + ".")
-                    for name in (violation.producer, violation.consumer)
-                )
-            ):
-                violation.allowed = True
-        self.pending.append(violation)
-
-    # ---- pytest's hooks
-
-    def pytest_collection_finish(self, session):
-        self.patch_present()
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_setup(self, item):
-        self.patch_present()  # consumers a test module imported since
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item, call):
-        report = yield
-        found, self.pending = self.pending, []
-        if self.sanitizer is not None:
-            texts = self.sanitizer.reports(since=self.sanitizer_mark)
-            self.sanitizer_mark = self.sanitizer.report_count()
-            expected = item.get_closest_marker("dlpack_sanitizer_expected") is not None
-            self.sanitized(report, texts, expected)
-        if not found:
-            return report
-        self.reported += [(item.nodeid, v) for v in found]
-        failing = [v for v in found if not v.allowed]
-        text = "\n\n".join(v.text() for v in found)
-        report.sections.append((f"DLPack violations ({call.when})", text))
-        if failing and self.fail and report.passed:
-            report.outcome = "failed"
-            report.longrepr = "\n\n".join(v.text() for v in failing)
-        return report
-
-    def sanitized(self, report, texts, expected):
-        """The sanitizer's reports made during this test phase: on the test, failing it
-        where violations fail, unless the test is marked to expect them."""
-        if not texts:
-            return
-        self.sanitizer_reports += len(texts)
-        text = "\n".join(texts)
-        report.sections.append((f"dlinterop sanitizer ({report.when})", text))
-        if self.fail and report.passed and not expected:
-            report.outcome = "failed"
-            report.longrepr = text
-
-    def pytest_sessionfinish(self, session, exitstatus):
-        if self.relay and self.relayed == 0 and exitstatus == 0:
-            session.exitstatus = 1
-
-    def pytest_terminal_summary(self, terminalreporter):
-        write = terminalreporter.write_line
-        terminalreporter.section("DLPack exchanges (dlinterop)")
-        relayed = (
-            f", {self.relayed} relayed through dlinterop, {self.taken_directly} taken directly"
-            if self.relay
-            else ""
-        )
-        if self.check:
-            write(f"{self.exchanges} exchanges checked{relayed}")
-        if self.relay and not self.relayed:
-            write("nothing was relayed through dlinterop: this run fails")
-        counts = {}
-        for _, v in self.reported:
-            key = (v.rule, v.allowed)
-            counts[key] = counts.get(key, 0) + 1
-        for (rule_id, allowed), n in sorted(counts.items()):
-            plural = "s" if n != 1 else ""
-            write(f"  {rule_id}: {n} violation{plural}{' (allowed)' if allowed else ''}")
-        if not counts and self.check:
-            write("no violations")
-        if self.sanitizer is not None:
-            write(f"sanitizer: {self.sanitizer_reports} reports")
-            live = self.sanitizer.format_live()
-            if live:
-                write(live.rstrip("\n"))
-        if not self.fail:
-            for nodeid, v in self.reported:
-                write(f"\n{nodeid}\n{v.text()}")
-
-    def pytest_unconfigure(self, config):
-        if self.sanitizer is not None and not self.sanitizer_was_on:
-            self.sanitizer.disable()
-        while self.patched:
-            module, attribute, consumer = self.patched.pop()
-            setattr(module, attribute, consumer)
+    checker.install()

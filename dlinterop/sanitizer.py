@@ -48,6 +48,7 @@ __all__ = [
     "format_live",
     "is_enabled",
     "live",
+    "notes",
     "report_count",
     "reports",
     "sanitize",
@@ -67,7 +68,9 @@ class Record:
     """Something dlinterop made or took while the sanitizer ran, and has not released."""
 
     kind: str  # "export" (a capsule or managed tensor dlinterop handed out), "import"
-    # (a producer's managed tensor dlinterop holds) or "buffer" (host memory it allocated)
+    # (a producer's managed tensor dlinterop holds), "buffer" (host memory it allocated) or
+    # "watched" (a foreign managed tensor whose deleter calls are counted: one dlinterop
+    # imported, or one the pytest plugin saw handed to a consumer)
     address: int  # the managed struct's, or the buffer's mapping
     nbytes: int  # a buffer's size (0 for the others)
     what: str  # the capsule's name, or how it crossed
@@ -114,6 +117,21 @@ def format_live(kinds: tuple[str, ...] = ("export", "import")) -> str:
         return ""
     head = f"dlinterop sanitizer: {len(records)} still live\n"
     return head + "".join(f"{i}. {r}" for i, r in enumerate(records, 1))
+
+
+def notes() -> list[str]:
+    """What the sanitizer said it cannot watch, once each, as it said it (also written to
+    its report stream): a producer type whose memory is not dlinterop's, the budget of
+    mappings reached."""
+    return _core._sanitizer_notes()
+
+
+def _report_to(fd: int, notes: bool = True) -> None:
+    """Reports are written to a duplicate of `fd` from now on, instead of the stderr (fd 2)
+    of the time the sanitizer was first enabled (the pytest plugin's: the stderr pytest
+    saved before capturing fd 2); notes too, unless notes=False (the plugin lists them in
+    its summary)."""
+    _core._sanitizer_report_to(fd, notes)
 
 
 def report_count() -> int:

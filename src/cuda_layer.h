@@ -1,8 +1,10 @@
 /*
  * dlinterop's CUDA layer: plain C entry points over the CUDA runtime, compiled by nvcc into a
  * static library and linked (with the CUDA runtime linked statically) into dlinterop._cuda.
- * Every function returns a cudaError_t value as an int (0 is success) and never touches
- * Python, so any of them may run without the GIL.
+ * Every function that calls the runtime returns a cudaError_t value as an int (0 is
+ * success); the error's name and text, the out-of-memory test and the current stream's
+ * getter and setter answer directly. None touches Python, so any of them may run without
+ * the GIL.
  */
 #ifndef DLINTEROP_CUDA_LAYER_H_
 #define DLINTEROP_CUDA_LAYER_H_

@@ -7,6 +7,82 @@
  */
 #include "numpy_route.h"
 
+#include <string.h>
+
+#include "device_kinds.h"
+#include "threadsafe.h" /* DLI_FREE_THREADED */
+
+/* The interned layouts: open addressing over a fixed table, probed linearly for at most
+ * LAYOUT_PROBES slots. A slot goes from NULL to its block once and never back, so a
+ * search may stop at the first NULL and read slots without a lock; blocks are published
+ * with release stores (under the GIL, which orders them already, plain ones). A block is
+ * {n, layout[0..n-1]}. At most LAYOUT_SLOTS blocks of (1 + 2 * 64) int64 (about 4 MiB)
+ * however many arrays come and go: only distinct layouts take one. */
+#define LAYOUT_SLOTS 4096
+#define LAYOUT_PROBES 16
+
+static int64_t* layout_slots[LAYOUT_SLOTS];
+
+#if DLI_FREE_THREADED
+static PyMutex layout_lock;
+#define LAYOUT_LOAD(slot) __atomic_load_n(slot, __ATOMIC_ACQUIRE)
+#define LAYOUT_STORE(slot, block) __atomic_store_n(slot, block, __ATOMIC_RELEASE)
+#else
+#define LAYOUT_LOAD(slot) (*(int64_t* volatile*)(slot))
+#define LAYOUT_STORE(slot, block) (*(int64_t* volatile*)(slot) = (block))
+#endif
+
+/* The block holding layout[0:n] among the probed slots, or NULL with *empty the first
+ * NULL slot (LAYOUT_SLOTS when every probed slot is taken). */
+static const int64_t* layout_find(const int64_t* layout, int n, size_t* empty) {
+  uint64_t hash = 1469598103934665603ULL ^ (uint64_t)n; /* FNV-1a over the values */
+  int i;
+  for (i = 0; i < n; i++) {
+    hash = (hash ^ (uint64_t)layout[i]) * 1099511628211ULL;
+  }
+  for (i = 0; i < LAYOUT_PROBES; i++) {
+    size_t slot = (size_t)((hash + (uint64_t)i) % LAYOUT_SLOTS);
+    int64_t* block = LAYOUT_LOAD(&layout_slots[slot]);
+    if (block == NULL) {
+      *empty = slot;
+      return NULL;
+    }
+    if (block[0] == n && memcmp(block + 1, layout, (size_t)n * sizeof(int64_t)) == 0) {
+      return block + 1;
+    }
+  }
+  *empty = LAYOUT_SLOTS;
+  return NULL;
+}
+
+const int64_t* dli_layout_interned(const int64_t* layout, int n) {
+  size_t empty;
+  const int64_t* found = layout_find(layout, n, &empty);
+  int64_t* block;
+  if (found != NULL || empty == LAYOUT_SLOTS) {
+    return found;
+  }
+#if DLI_FREE_THREADED
+  PyMutex_Lock(&layout_lock);
+  found = layout_find(layout, n, &empty); /* another thread may have added it */
+  if (found != NULL || empty == LAYOUT_SLOTS) {
+    PyMutex_Unlock(&layout_lock);
+    return found;
+  }
+#endif
+  block = (int64_t*)PyMem_RawMalloc((size_t)(n + 1) * sizeof(int64_t));
+  if (block != NULL) {
+    block[0] = n;
+    memcpy(block + 1, layout, (size_t)n * sizeof(int64_t));
+    LAYOUT_STORE(&layout_slots[empty], block);
+    found = block + 1;
+  }
+#if DLI_FREE_THREADED
+  PyMutex_Unlock(&layout_lock);
+#endif
+  return found;
+}
+
 #ifdef DLI_HAVE_NUMPY
 
 #define NPY_NO_DEPRECATED_API NPY_2_0_API_VERSION
@@ -20,6 +96,8 @@ int dli_numpy_init(void) {
   }
   return 0;
 }
+
+int dli_numpy_is_array(PyObject* obj) { return PyArray_Check(obj) ? 1 : 0; }
 
 /* DLPack's code for the builtin NumPy types whose __dlpack__ export is unconditional;
  * -1 for the rest (long double, user types such as ml_dtypes', structured, object, ...),
@@ -142,9 +220,11 @@ PyObject* dli_numpy_wrap(const DLTensor* t, int readonly, PyObject* base) {
   int type_num = type_num_of(t->dtype);
   int i;
 
-  /* An array from np.from_dlpack reports a pinned or managed capsule's device through
-   * its base: those stay with NumPy, as do dtypes and ranks its table does not have. */
-  if (type_num < 0 || t->device.device_type != kDLCPU || t->ndim < 0 || t->ndim > NPY_MAXDIMS) {
+  /* Plain host memory only (src/device_kinds.h): an array from np.from_dlpack reports a
+   * pinned or managed capsule's device through its base, so those stay with NumPy, as do
+   * dtypes and ranks its table does not have. */
+  if (type_num < 0 || !dli_device_host(t->device.device_type) || t->ndim < 0 ||
+      t->ndim > NPY_MAXDIMS) {
     return NULL;
   }
   descr = PyArray_DescrFromType(type_num);
@@ -180,6 +260,11 @@ int dli_numpy_built(void) { return 0; }
 int dli_numpy_init(void) {
   PyErr_SetString(PyExc_ImportError, "dlinterop was built without NumPy's headers");
   return -1;
+}
+
+int dli_numpy_is_array(PyObject* obj) {
+  (void)obj;
+  return 0;
 }
 
 int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim, int* readonly) {

@@ -9,6 +9,7 @@
 #endif
 
 #include "dlpack/dlpack.h"
+#include "dtype_bits.h"
 #include "memory_limits.h"
 #include "sanitizer.h"
 
@@ -253,7 +254,7 @@ void dli_pack_codes(uint8_t* dst, const uint8_t* src, int ndim, const int64_t* s
                     const int64_t* strides, int bits, int src_step) {
   int64_t count = 1;
   for (int i = 0; i < ndim; ++i) count *= shape[i];
-  memset(dst, 0, (size_t)((count * bits + 7) / 8));
+  memset(dst, 0, (size_t)dli_bytes_of_bits(count * bits));
   if (count == 0) return;
   int64_t index[DLI_MAX_NDIM] = {0};
   int64_t element = 0; /* in source elements from element 0 */

@@ -7,10 +7,15 @@
  * tensor it imports, and each host buffer it allocates was made (the Python stack, as
  * text), and where each was released. A release dlinterop's own export sees twice, a
  * capsule consumed twice and a release after interpreter shutdown are reported with both
- * stacks instead of freeing twice or touching a finalised runtime. Host buffers are mapped
- * whole pages of their own, and on release made inaccessible (PROT_NONE) for a while
+ * stacks instead of freeing twice or touching a finalised runtime. A foreign managed tensor
+ * it imports, or one the pytest plugin sees handed to a consumer, has its deleter watched
+ * (replaced by one that counts: a second call is reported, not passed on). Host buffers are
+ * mapped whole pages of their own, and on release made inaccessible (PROT_NONE) for a while
  * instead of freed: a consumer that kept a pointer faults at the bad access, and the fault
- * handler reports the buffer's two stacks before the fault takes its usual course.
+ * handler reports the buffer's two stacks before the fault takes its usual course. Those
+ * mappings are kept to a quarter of the process's limit (vm.max_map_count); past it buffers
+ * are allocated as usual, and that is said once. Reports go to the stderr of the time it
+ * was first started (a test runner's capture redirects fd 2 later), at once.
  *
  * Records stay C memory (malloc'd text), so that a report can be written from any thread,
  * without the GIL, after shutdown and from the fault handler.
@@ -35,18 +40,33 @@ static inline int dli_san_on(void) {
 }
 
 /* What a record is: an export (a capsule's or managed tensor's block, PyMem_Malloc'd), an
- * import, a host buffer; DLI_SAN_EXPORT_MALLOC (dli_san_made only) is an export block of the
- * exchange allocator, malloc'd. */
-enum { DLI_SAN_EXPORT = 1, DLI_SAN_IMPORT = 2, DLI_SAN_BUFFER = 3, DLI_SAN_EXPORT_MALLOC = 4 };
+ * import, a host buffer, a foreign managed tensor whose deleter is watched;
+ * DLI_SAN_EXPORT_MALLOC (dli_san_made only) is an export block of the exchange allocator,
+ * malloc'd. */
+enum {
+  DLI_SAN_EXPORT = 1,
+  DLI_SAN_IMPORT = 2,
+  DLI_SAN_BUFFER = 3,
+  DLI_SAN_EXPORT_MALLOC = 4,
+  DLI_SAN_WATCHED = 5
+};
 
 /* Starts recording (quarantine limits: how many released records, and how many bytes of
  * released buffers, are kept before the oldest is freed; frames: the deepest stack kept).
- * Installs the fault handler the first time. 0, or -1 with a Python exception set. */
+ * Installs the fault handler the first time, and the first time keeps a duplicate of fd 2
+ * to write reports to. 0, or -1 with a Python exception set. */
 int dli_san_start(size_t quarantine_count, size_t quarantine_bytes, int frames);
+/* Reports go to a duplicate of `fd` from now on (a test runner's saved stderr, which its
+ * capture does not redirect), and notes too where write_notes is nonzero (else they are
+ * only kept). 0, or -1 with OSError set. */
+int dli_san_report_to(int fd, int write_notes);
 /* Stops recording and frees the quarantine; records of what is still live stay until it
  * is released. */
 void dli_san_stop(void);
 int dli_san_recording(void);
+/* Whether reports are written as they are made (1, the default) or only kept (0: the pytest
+ * plugin, during a test that expects them). */
+void dli_san_write_reports(int written);
 /* How many reports were ever made (dli_san_reports' clear does not lower it). */
 Py_ssize_t dli_san_report_total(void);
 
@@ -63,10 +83,26 @@ void dli_san_exported(const void* block, PyObject* capsule);
  * first release: release it, but leave the block to the sanitizer (it keeps it, so that a
  * second call can be told); 2: released before: reported, touch nothing. */
 int dli_san_export_released(void* block);
-/* The same release after interpreter shutdown began: reported when the block is recorded. */
+/* The same release after interpreter shutdown began: a second release is reported, and so
+ * is a first one after Py_FinalizeEx ended (a C atexit handler, a thread never joined); a
+ * first one while the interpreter tears its modules down is a correct program's (an export a
+ * module held, listed as live at exit) and is only recorded. */
 void dli_san_released_after_shutdown(const void* block);
 /* A foreign managed tensor dlinterop imported is being released. */
 void dli_san_import_released(const void* key);
+/* A foreign managed tensor dlinterop imports while recording (versioned: a
+ * DLManagedTensorVersioned, else a DLManagedTensor): recorded as an import, its deleter
+ * watched (dli_san_watch). */
+void dli_san_imported(void* managed, int versioned, const char* what);
+/* Puts the sanitizer's deleter in place of the managed tensor's, whether or not it records
+ * (the pytest plugin watches each exchange's): the first call calls the tensor's own, a
+ * second is reported (with where it was watched and first released, stacks taken while the
+ * sanitizer records) and calls nothing. `what` is copied. 1 when watched, 0 when it has no
+ * deleter, is watched already, or there is no memory for the record. With the GIL. */
+int dli_san_watch(void* managed, int versioned, const char* what);
+/* Says once per producer type (one with __dlpack__; by its address) that its memory is not
+ * dlinterop's, so not quarantined. While recording; with the GIL. */
+void dli_san_note_producer(PyObject* type);
 /* A capsule already renamed used_* was handed to dlinterop again (key: its pointer). */
 void dli_san_consumed_twice(const void* key, const char* name);
 
@@ -82,6 +118,8 @@ int dli_san_host_free(void* base, size_t nbytes);
  * list). NULL with an exception set on failure. */
 PyObject* dli_san_live(void);
 PyObject* dli_san_reports(int clear);
+/* The notes so far: what the sanitizer said it cannot watch (texts). */
+PyObject* dli_san_notes(void);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,10 @@
-"""Shared fixtures.
+"""Shared fixtures, and the quick suite.
+
+`python -P -m pytest` runs the quick suite (a few minutes on two cores): the tests marked
+``slow`` (property runs, stress, builds, process and cluster tests, the benchmark and
+conformance runners; whole files carry ``pytestmark = pytest.mark.slow``) are deselected.
+``--run-slow`` runs them too (everything: CI does, after the quick suite, with
+``-m slow --run-slow``).
 
 Every test must leave dlinterop's allocator and export counters where it found them:
 ``dl.memory_stats()``'s ``live_buffers``, ``live_bytes`` and ``live_exports`` are compared
@@ -28,10 +34,33 @@ _LEAK_KEYS = ("live_buffers", "live_bytes", "live_exports")
 _last_check_clean = False
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--run-slow",
+        action="store_true",
+        help="also run the tests marked slow (the whole suite; without it they are deselected)",
+    )
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "no_leak_check: do not compare dl.memory_stats() before and after the test"
     )
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--run-slow"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        kept = [item for item in items if not item.get_closest_marker("slow")]
+        config.hook.pytest_deselected(items=slow)
+        items[:] = kept
+
+
+def pytest_report_header(config):
+    if not config.getoption("--run-slow"):
+        return "the quick suite: tests marked slow are deselected (--run-slow runs them too)"
 
 
 _CALL_PASSED = pytest.StashKey[bool]()

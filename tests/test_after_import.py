@@ -122,6 +122,28 @@ def test_a_reload_of_a_module_imported_before_runs_the_register_again(module_dir
     assert dl_after_f.Pickler.table == {"tensor": True}
 
 
+def test_a_forgotten_register_no_longer_runs(module_dir):
+    (module_dir / "dl_after_g.py").write_text("value = 7\n")
+    seen = []
+
+    def kept(m):
+        seen.append(("kept", m.value))
+
+    def forgotten(m):
+        seen.append(("forgotten", m.value))
+
+    _after_import.when_imported("dl_after_g", kept)
+    _after_import.when_imported("dl_after_g", forgotten)
+    _after_import.forget("dl_after_g", forgotten)
+    _after_import.forget("dl_after_g", lambda m: None)  # never registered: nothing happens
+    import dl_after_g
+
+    importlib.reload(dl_after_g)
+    assert seen == [("kept", 7), ("kept", 7)]
+    _after_import.forget("dl_after_g", kept)
+    assert "dl_after_g" not in _after_import._registers
+
+
 def test_waits_for_a_module_another_thread_is_still_running(module_dir):
     # The module is in sys.modules, half run, while the other thread's import runs it: it
     # finishes only once this thread has started waiting for it.

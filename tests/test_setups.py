@@ -13,7 +13,17 @@ import pytest
 import dlinterop as dl
 from dlinterop import _core
 
-SETUPS = ["cuda", "torch", "numpy_route", "numpy_handback"]
+# Slow (races with PyTorch's first import): deselected unless --run-slow (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
+SETUPS = [
+    "cuda",
+    "torch",
+    "numpy_route",
+    "numpy_handback",
+    "value_tables",
+    "small_float_encodings",
+]
 
 
 def run_apart(code, timeout=120):
@@ -144,6 +154,11 @@ def test_a_set_up_deciding_at_fork_is_decided_again_in_the_child(name):
                 return dl.from_dlpack(torch.arange(3.0)).shape == (3,)
             if name == "numpy_route":
                 return dl.from_dlpack(np.arange(3.0)).shape == (3,)
+            if name == "value_tables":  # decoded by casts, by item() and by tolist()
+                f8 = dl.full(2, 1.5, "float8_e4m3fn")
+                return f8.astype("float32").tolist() == [1.5, 1.5] == f8.tolist()
+            if name == "small_float_encodings":  # encoded by casts
+                return dl.tensor([1.3, -600.0]).astype("float8_e5m2").tolist() == [1.25, -640.0]
             return dl.to_framework(dl.zeros(3), like=np).shape == (3,)
 
         if name == "torch":

@@ -285,13 +285,14 @@ def test_tensor_of_deep_nesting_is_limited():
         dl.tensor(deep)
 
 
-def test_tensor_of_an_array_copies_and_does_not_cast():
+def test_tensor_of_an_array_copies_and_casts_to_another_dtype():
     a = np.arange(3.0)
     t = dl.tensor(a)
     assert t.tolist() == [0.0, 1.0, 2.0] and t.data_ptr != a.ctypes.data
-    assert dl.tensor(a, "float64").dtype == dl.float64
-    with pytest.raises(TypeError, match="does not cast"):
-        dl.tensor(a, "float32")
+    same = dl.tensor(a, "float64")
+    assert same.dtype == dl.float64 and same.data_ptr != a.ctypes.data
+    cast = dl.tensor(a + 0.5, "int32")
+    assert cast.dtype == dl.int32 and cast.tolist() == [0, 1, 2]
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ serializers) at no import cost.
 running: at once where it has, else right after its import, and again after each
 importlib.reload of it (a reload makes its classes anew: what was registered with the old
 ones is gone). An import that fails leaves `register` waiting for the next attempt.
+`forget(name, register)` stops that (the pytest plugin's, at the end of its session).
 
 A meta-path finder that finds nothing itself hands the real spec on with a loader that runs
 the registers after the real loader, on import and on reload. A module in sys.modules has
@@ -40,6 +41,19 @@ def when_imported(name, register):
         # The thread importing `name` waits for a module this thread is importing: look
         # without waiting (a module still running is then watched, as in a circular import).
         _run_if_run(name, register)
+
+
+def forget(name, register):
+    """`register` is no longer called for imports or reloads of `name` (a registration
+    already waiting for a module being imported may still run once)."""
+    with _lock:
+        registers = _registers.get(name, [])
+        for i, known in enumerate(registers):
+            if known is register:
+                del registers[i]
+                break
+        if not registers:
+            _registers.pop(name, None)
 
 
 def _run_if_run(name, register):

@@ -55,13 +55,17 @@ def register_tokenize(tokenize):
 
 def normalize_tensor(t):
     """What Dask hashes for a Tensor: its bytes in C order (hashed as Dask hashes a NumPy
-    array's), type, shape and device. A device Tensor, whose bytes the host cannot read,
-    gets a token of its own (never the same twice), as Dask gives objects it cannot hash."""
+    array's), type and shape, for a Tensor in plain host memory. Any other (device memory,
+    whose bytes the host cannot read; pinned or managed memory, which a GPU may still be
+    writing) gets a token of its own (never the same twice), as Dask gives objects it cannot
+    hash."""
     import uuid
 
     from dask.hashing import hash_buffer_hex  # type: ignore[import-not-found, unused-ignore]
 
-    if t.device.type != "cpu":
+    from dlinterop import _core
+
+    if not _core._device_kind(t.device).host:
         return ("dlinterop.Tensor", uuid.uuid4().hex)
     _rebuild, (buffer, shape, dtype_triple, _readonly) = t.__reduce_ex__(5)
     return ("dlinterop.Tensor", hash_buffer_hex(memoryview(buffer)), dtype_triple, shape)
@@ -80,8 +84,10 @@ def serialize_tensor(t):
     """A host Tensor as (header, [its bytes, C order]): the buffer pickle protocol 5 would
     send out of band (a non-contiguous Tensor is copied into one first). A CUDA Tensor is
     copied to the host first (header["device"] says where it goes back to)."""
+    from dlinterop import _core
+
     device = None
-    if t.device.type != "cpu":
+    if not _core._device_kind(t.device).host:
         device = str(t.device)
         t = t.to("cpu")
     _rebuild, (buffer, shape, dtype_triple, readonly) = t.__reduce_ex__(5)
@@ -144,7 +150,7 @@ def cuda_serialize_tensor(t):
     Tensor is NotImplementedError, so that distributed takes its next family."""
     from dlinterop import _core
 
-    if t.device.type not in ("cuda", "cuda_managed"):
+    if not _core._device_kind(t.device).cuda_gpu:
         raise NotImplementedError("the cuda family carries CUDA Tensors only")
     dtype = t.dtype
     if (dtype.bits * dtype.lanes) % 8:

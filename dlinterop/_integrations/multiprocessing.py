@@ -39,7 +39,7 @@ _HANDOVER_WAIT = 30.0
 def _reduce_tensor(tensor):
     from dlinterop import _core
 
-    if tensor.device.type == "cuda":
+    if _core._device_kind(tensor.device).cuda_ipc:
         return _reduce_cuda(tensor)
     handle = _core._shared_handle(tensor)
     if handle is None:

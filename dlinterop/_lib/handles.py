@@ -1,7 +1,7 @@
 """The handles a Tensor crosses a process boundary as, each format defined here once: the
 sender's core makes them (dlinterop/core/shared.pxi, dlinterop/core/cuda_ipc.pxi), a
 pickle carries their fields, and the receiver's core checks every field again (a pickle can
-be written by anyone: dlinterop/core/dltensors.pxi's _read_handle_layout)."""
+be written by anyone: dlinterop/core/layouts.pxi's _read_handle_layout)."""
 
 from collections import namedtuple
 

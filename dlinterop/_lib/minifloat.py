@@ -17,7 +17,7 @@ import bisect
 import math
 from typing import NamedTuple
 
-__all__ = ["FORMATS", "encode", "decode"]
+__all__ = ["FORMATS", "encode", "decode", "encoding"]
 
 
 # How a format spends its top codes:
@@ -163,6 +163,21 @@ def encode(name: str, value: float) -> int:
     if negative and (code != 0 or f.kind != "fnuz"):
         code |= _sign_bit(f)  # fnuz has no -0: ml_dtypes gives +0 for -0.0 and for tiny negatives
     return code
+
+
+def encoding(name: str) -> tuple[tuple[float, ...], tuple[int, int], tuple[int, int], int, str]:
+    """What ``encode`` reads, for a C encoder to do the same (src/casts_floats.h): the magnitudes
+    of the codes 0 to the largest finite one with the overflow value after them, the NaN
+    codes and the overflow codes (each positive, negative), the sign bit (0: none), and
+    the kind ("fnuz", "e8m0" or another)."""
+    f = _spec(name)
+    return (
+        _table(name),
+        (_nan(f, False), _nan(f, True)),
+        (_overflow(f, False), _overflow(f, True)),
+        _sign_bit(f),
+        f.kind,
+    )
 
 
 def decode(name: str, bits: int) -> float:

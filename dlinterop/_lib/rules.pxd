@@ -5,9 +5,7 @@
 from cpython.number cimport PyNumber_Index
 from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t
 
-from dlinterop.dlpack cimport (
-    DLDataType, DLDevice, DLDeviceType, DLTensor, kDLCPU, kDLCUDAHost, kDLCUDAManaged,
-)
+from dlinterop.dlpack cimport DLDataType, DLDevice, DLTensor
 
 
 cdef extern from "runtime.h":
@@ -23,11 +21,6 @@ cdef inline int refuse_ndim(Py_ssize_t ndim, object error) except -1:
     if ndim < 0:
         raise error(f"a tensor cannot have {ndim} dimensions")
     raise error(f"a tensor has at most {MAX_NDIM} dimensions, got {ndim}")
-
-
-cdef inline bint host_accessible(DLDeviceType device_type) noexcept nogil:
-    """Memory the CPU can read and write directly."""
-    return device_type == kDLCPU or device_type == kDLCUDAHost or device_type == kDLCUDAManaged
 
 
 cdef inline bint same_device(DLDevice a, DLDevice b) noexcept nogil:
@@ -48,18 +41,22 @@ cdef inline int64_t element_count(const DLTensor* dl) noexcept nogil:
     return element_count_of(dl.ndim, dl.shape)
 
 
-# Bits to bytes by a shift: the operands are never negative, and Cython's `// 8` is Python's
-# floor division (a sign test on every import: item_bytes is in the DLTensor check), which
-# the cdivision directive does not change in a .pxd's inline functions.
+cdef extern from "dtype_bits.h":
+    # Bits to bytes, said once for the C files and the Cython modules (by a shift, in C: no
+    # sign test on every import, where item_bytes is in the DLTensor check).
+    int64_t dli_bytes_of_bits(int64_t bits) noexcept nogil
+    int64_t dli_item_bytes(DLDataType dt) noexcept nogil
+
+
 cdef inline int64_t item_bytes(DLDataType dt) noexcept nogil:
     """Bytes one element takes, rounded up: 1 for the packed sub-byte types (which share
     bytes: storage_bytes counts those)."""
-    return (dt.bits * dt.lanes + 7) >> 3
+    return dli_item_bytes(dt)
 
 
 cdef inline int64_t storage_bytes(int64_t count, DLDataType dt) noexcept nogil:
     """Bytes `count` elements take: packed sub-byte data takes ceil(count * bits * lanes / 8)."""
-    return (count * dt.bits * dt.lanes + 7) >> 3
+    return dli_bytes_of_bits(count * dt.bits * dt.lanes)
 
 
 cdef inline bint is_c_contiguous(const DLTensor* dl) noexcept nogil:

@@ -8,9 +8,10 @@ in the number of elements; formatter() writes a value with as few digits as its 
 dlinterop's core reads values in C (src/values.h, dlinterop/core/values.pxi), to the same
 bits; this reader serves what that one leaves to it (a data type it has no reader for, the
 small float formats while another thread fills their tables) and is the reference the
-tests hold it to. equal() and formatter() serve == and repr.
+tests hold it to. compare() and formatter() serve the comparisons (==, <, ...) and repr.
 """
 
+import operator
 import struct
 
 from dlinterop._lib import minifloat as _minifloat
@@ -49,20 +50,21 @@ def _lanes(raw, dtype, count):
     a packed sub-byte type's bytes come one code per byte (unpacked by the caller)."""
     code, bits, lanes = dtype.__dlpack_data_type__()
     n = count * lanes
+    whole = raw[: count * dtype.itemsize]  # the elements' bytes, for the types of whole bytes
     if code == _BOOL:
         return [b != 0 for b in raw[:n]]
     if code in (_INT, _UINT) and bits in _INT_FORMATS:
         fmt = (_INT_FORMATS if code == _INT else _UINT_FORMATS)[bits]
-        return list(struct.unpack(f"<{n}{fmt}", raw[: n * bits // 8]))
+        return list(struct.unpack(f"<{n}{fmt}", whole))
     if code == _FLOAT and bits in _FLOAT_FORMATS:
-        return list(struct.unpack(f"<{n}{_FLOAT_FORMATS[bits]}", raw[: n * bits // 8]))
+        return list(struct.unpack(f"<{n}{_FLOAT_FORMATS[bits]}", whole))
     if code == _BFLOAT and bits == 16:
-        return list(_bfloat16(struct.unpack(f"<{n}H", raw[: n * 2])))
+        return list(_bfloat16(struct.unpack(f"<{n}H", whole)))
     if code == _COMPLEX and bits // 2 in _FLOAT_FORMATS:
-        parts = struct.unpack(f"<{2 * n}{_FLOAT_FORMATS[bits // 2]}", raw[: n * bits // 8])
+        parts = struct.unpack(f"<{2 * n}{_FLOAT_FORMATS[bits // 2]}", whole)
         return [complex(parts[i], parts[i + 1]) for i in range(0, 2 * n, 2)]
     if code == _BCOMPLEX and bits == 32:
-        parts = _bfloat16(struct.unpack(f"<{2 * n}H", raw[: n * 4]))
+        parts = _bfloat16(struct.unpack(f"<{2 * n}H", whole))
         return [complex(parts[i], parts[i + 1]) for i in range(0, 2 * n, 2)]
     table = _code_table(dtype, code, bits)
     if table is not None:
@@ -133,9 +135,28 @@ def _steps(shape, full):
     return steps
 
 
-def equal(a, a_shape, b, b_shape, negate):
-    """Element-wise a == b (a != b with negate) of two C-order flat value lists, broadcast
-    as NumPy broadcasts: (the flat bools, their shape)."""
+def _complex_order(op):
+    """NumPy's order of complex numbers (real parts first, then imaginary ones; an order by
+    the real parts holds only where neither imaginary part is NaN) as a comparison of two
+    numbers, either of them complex."""
+
+    def compare(x, y):
+        x, y = complex(x), complex(y)
+        xr, xi, yr, yi = x.real, x.imag, y.real, y.imag
+        by_real = op(xr, yr) and xr != yr and xi == xi and yi == yi
+        return by_real or (xr == yr and op(xi, yi))
+
+    return compare
+
+
+# Python's rich comparison codes (Py_LT ... Py_GE), each as a function of two values.
+_OPERATORS = (operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge)
+
+
+def compare(a, a_shape, b, b_shape, op):
+    """Element-wise a OP b of two C-order flat value lists, broadcast as NumPy broadcasts
+    (op: Python's rich comparison code, 0 for < to 5 for >=): (the flat bools, their
+    shape). Values compare as Python numbers; complex ones in NumPy's order."""
     shape = broadcast_shape(a_shape, b_shape)
     if tuple(a_shape) == tuple(b_shape):
         pairs = zip(a, b)
@@ -159,9 +180,13 @@ def equal(a, a_shape, b, b_shape, negate):
                 ib -= sb[axis] * shape[axis]
                 index[axis] = 0
         pairs = picked
-    if negate:
-        return [x != y for x, y in pairs], shape
-    return [x == y for x, y in pairs], shape
+    function = _OPERATORS[op]
+    if op not in (2, 3) and a and b:  # the order: each list holds values of one type
+        if type(a[0]) is tuple or type(b[0]) is tuple:
+            raise TypeError("the elements of a vector type have no order")
+        if type(a[0]) is complex or type(b[0]) is complex:
+            function = _complex_order(function)
+    return [function(x, y) for x, y in pairs], shape
 
 
 def _round_trip(dtype):

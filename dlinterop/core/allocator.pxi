@@ -1,7 +1,7 @@
 # Provides: dlinterop's allocator: the one size rule for every new buffer, the memory
 # limits every allocation is checked against (src/memory_limits.h), _allocate and
 # empty_tensor, the allocator of the exchange table, and memory_stats with its counters.
-# Uses: runtime.pxi, devices.pxi, tensor_base.pxi, dltensors.pxi, cuda.pxi (device memory).
+# Uses: runtime.pxi, devices.pxi, tensor_base.pxi, layouts.pxi, cuda.pxi (device memory).
 
 cdef extern from "memory_limits.h" nogil:
     ctypedef struct dli_memory_room:
@@ -32,7 +32,7 @@ cdef LayoutProblem _buffer_size(int ndim, const int64_t* shape, DLDataType dt,
         return problem
     if __builtin_mul_overflow(count, <int64_t>dt.bits * dt.lanes, &bits) or bits > INT64_MAX - 7:
         return BYTES_OVERFLOW
-    nbytes[0] = (bits + 7) // 8   # packed sub-byte data rounds up to whole bytes
+    nbytes[0] = storage_bytes(count, dt)   # packed sub-byte data rounds up to whole bytes
     return LAYOUT_OK
 
 
@@ -60,7 +60,7 @@ cdef int64_t checked_nbytes(int ndim, const int64_t* shape, DLDataType dt,
     cdef LayoutProblem problem = _buffer_size(ndim, shape, dt, &nbytes)
     if problem != LAYOUT_OK:
         _raise_size_problem(problem, ndim, shape, dt)
-    if device.device_type == kDLCPU and device.device_id != 0:
+    if dli_device_host(device.device_type) and device.device_id != 0:
         raise ValueError(f"there is no device cpu:{device.device_id}; use 'cpu'")
     return nbytes
 
@@ -70,7 +70,7 @@ cdef Tensor _allocate(int ndim, const int64_t* shape, DLDataType dt, DLDevice de
     cdef int64_t nbytes = checked_nbytes(ndim, shape, dt, device)
     cdef Tensor t = _new_contiguous(ndim, shape, dt, device, NULL, None)
     t.alloc_nbytes = <size_t>nbytes
-    if device.device_type == kDLCPU:
+    if dli_device_host(device.device_type):
         t.dl.data = dli_host_alloc(t.alloc_nbytes, alignment, zero, &t.alloc_base)
         if t.dl.data == NULL:
             _raise_host_out_of_memory(t.alloc_nbytes)
@@ -84,7 +84,7 @@ cdef int _check_pinned_room(size_t nbytes, DLDevice device) except -1:
     """MemoryError for pinned host memory that does not fit now: pinning takes the pages at
     once, as a shared segment does."""
     cdef uint64_t available
-    if device.device_type == kDLCUDAHost and not dli_memory_fits_now(nbytes, &available):
+    if dli_device_pinned(device.device_type) and not dli_memory_fits_now(nbytes, &available):
         raise MemoryError(f"cannot pin {nbytes} bytes of host memory: {_no_room(available)}")
     return 0
 
@@ -150,7 +150,7 @@ cdef void _allocated_deleter(DLManagedTensorVersioned* m) noexcept nogil:
         kept = dli_san_export_released(block)
         if kept == 2:
             return
-    if block.managed.dl_tensor.device.device_type == kDLCPU:
+    if dli_device_host(block.managed.dl_tensor.device.device_type):
         dli_host_free(block.base, block.nbytes)
     else:
         _device_free_nogil(block.base, block.nbytes, block.managed.dl_tensor.device)
@@ -169,7 +169,7 @@ cdef int _xapi_allocator(DLTensor* prototype, DLManagedTensorVersioned** out, vo
     if _buffer_size(ndim, prototype.shape, prototype.dtype, &nbytes) != LAYOUT_OK:
         set_error(error_ctx, "ValueError", "dlinterop allocator: bad ndim, shape or data type")
         return -1
-    if prototype.device.device_type == kDLCPU and prototype.device.device_id != 0:
+    if dli_device_host(prototype.device.device_type) and prototype.device.device_id != 0:
         set_error(error_ctx, "ValueError", "dlinterop allocator: there is only one CPU device")
         return -1
     block = <AllocatedTensor*>malloc(sizeof(AllocatedTensor) + 2 * ndim * sizeof(int64_t))
@@ -177,10 +177,10 @@ cdef int _xapi_allocator(DLTensor* prototype, DLManagedTensorVersioned** out, vo
         set_error(error_ctx, "MemoryError", "dlinterop allocator: out of memory")
         return -1
     block.nbytes = <size_t>nbytes
-    if prototype.device.device_type == kDLCPU:
+    if dli_device_host(prototype.device.device_type):
         block.managed.dl_tensor.data = dli_host_alloc(block.nbytes, DEFAULT_ALIGNMENT, 0,
                                                       &block.base)
-    elif (prototype.device.device_type == kDLCUDAHost
+    elif (dli_device_pinned(prototype.device.device_type)
           and not dli_memory_fits_now(block.nbytes, &available)):
         block.managed.dl_tensor.data = NULL   # pinned memory that does not fit now
     else:
@@ -219,7 +219,7 @@ def memory_stats(device="cpu"):
     total_allocations, and live_exports (capsules made and not yet released)."""
     cdef dli_stats stats
     cdef DLDevice dev = _parse_device(device)
-    if dev.device_type != kDLCPU:
+    if not dli_device_host(dev.device_type):
         return _cuda_stats(dev)
     dli_stats_read(&stats)
     return {

@@ -1,8 +1,9 @@
 # Provides: dl.asarray, the bridge for objects without DLPack: __cuda_array_interface__,
 # __array_interface__ and the buffer protocol, zero-copy wherever the source allows; then
-# Python data; dl.tensor (always a copy).
-# Uses: runtime.pxi, dtypes.pxi, devices.pxi, dltensors.pxi, cuda.pxi, placement.pxi,
-# consume.pxi, importer.pxi, creation.pxi (_dtype_of), python_data.pxi.
+# Python data; a cast where a dtype asks for one; dl.tensor (always a copy).
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, layouts.pxi, cuda.pxi,
+# placement.pxi, consume.pxi, importer.pxi, creation.pxi (_dtype_of), python_data.pxi,
+# casts.pxi.
 
 @cython.final
 cdef class _BufferHolder:
@@ -16,7 +17,7 @@ cdef class _BufferHolder:
             PyBuffer_Release(&self.view)
             self.held = False
         # Here, not in the generated clean-up, so that the source's destructor never runs
-        # with an exception pending (see Tensor.__dealloc__).
+        # with an exception pending (as release.pxi's _release_tensor drops a Tensor's owner).
         self.source = None
 
 
@@ -150,12 +151,12 @@ cdef Tensor _tensor_over_interface(object obj, dict iface, DLDevice device):
         _byte_strides_to_elements(strides, byte_strides, ndim, dt.itemsize)
     if isinstance(data, tuple):
         address, readonly = data[0], bool(data[1])
-        if device.device_type == kDLCPU:
+        if dli_device_host(device.device_type):
             address += offset
         return _tensor_over(<void*>address, ndim, shape,
                             strides if byte_strides is not None else NULL,
                             dt, device, readonly, owner)
-    if device.device_type != kDLCPU:
+    if not dli_device_host(device.device_type):
         raise TypeError("__cuda_array_interface__ 'data' must be a (pointer, read_only) tuple")
     # No data entry, or a buffer object: the memory is that buffer's, and the array must lie
     # inside it (as NumPy requires: "buffer is too small for requested array").
@@ -165,7 +166,7 @@ cdef Tensor _tensor_over_interface(object obj, dict iface, DLDevice device):
         raise BufferError("an array interface's data buffer must be contiguous")
     t = _tensor_over(<char*>base.dl.data + start, ndim, shape,
                      strides if byte_strides is not None else NULL,
-                     dt, device, base.readonly, base.owner_ref)
+                     dt, device, _is_readonly(base), base.owner_ref)
     _check_inside(&t.dl, start, storage_bytes(element_count(&base.dl), base.dl.dtype))
     return t
 
@@ -183,11 +184,13 @@ cdef inline bint _is_python_data_subclass(object obj) noexcept:
     return isinstance(obj, (list, tuple, range, int, float, complex))
 
 
-def asarray(obj, *, device=None, copy=None):
+def asarray(obj, dtype=None, *, device=None, copy=None):
     """A Tensor from `obj`: DLPack first, then __cuda_array_interface__, then
     __array_interface__, then the buffer protocol (bytes, bytearray, array.array, mmap,
     memoryview), then Python data (nested lists or tuples of numbers, or a number: a new
-    Tensor, as dl.tensor makes it). Shares memory whenever the source allows it."""
+    Tensor, as dl.tensor makes it). Shares memory whenever the source allows it. A `dtype`
+    other than the source's casts its values as Tensor.astype does, into a new Tensor (so
+    copy=False refuses it with CopyError); Python data is made in that type."""
     cdef Tensor t
     cdef DLDevice target
     check_copy_arg(copy)
@@ -196,7 +199,9 @@ def asarray(obj, *, device=None, copy=None):
         t = <Tensor>obj
     elif PyCapsule_CheckExact(obj) or hasattr(cls, "__dlpack__"):
         try:
-            return _from_dlpack(obj, device, copy, None)
+            if dtype is None:
+                return _from_dlpack(obj, device, copy, None)
+            t = _from_dlpack(obj, None, None, None)
         except BufferError:
             # DLPack refused (NumPy and ml_dtypes' bfloat16/float8, for one): the array
             # interface may still describe the memory.
@@ -213,29 +218,41 @@ def asarray(obj, *, device=None, copy=None):
         # Python data has no memory to share: a new Tensor, as dl.tensor makes it.
         if copy is False:
             raise ValueError("copy=False: a Tensor made from Python data is always a copy")
-        return _tensor_from_data(obj, None, device)
+        return _tensor_from_data(obj, dtype, device)
     else:
         raise TypeError(f"cannot make a tensor from {cls.__name__}: it has no __dlpack__, "
                         "__cuda_array_interface__, __array_interface__ or buffer, and is "
                         "not a list, tuple, range or Python number")
+    if dtype is not None:
+        return _cast_placed(t, _dtype_of(dtype), device, copy)
     return _placed(t, device, copy)
+
+
+cdef Tensor _cast_placed(Tensor t, DType dt, object device, object copy):
+    """The tail of asarray with a dtype: t placed as _placed places it when it has that
+    type, else its values cast (on the host: before a move to a device, after one from
+    it), which is a copy, so copy=False refuses it."""
+    if _same_dtype(t.dl.dtype, dt.dl):
+        return _placed(t, device, copy)
+    if copy is False:
+        raise CopyError(f"casting {dtype_from_dl(t.dl.dtype).name} to {dt.name} makes a new "
+                        "Tensor, and copy=False forbids a copy")
+    if dli_device_host_readable(t.dl.device.device_type):
+        return _placed(_cast_copy(t, dt), device, None)
+    return _cast_copy(_placed(t, device, None), dt)
 
 
 def tensor(data, dtype=None, *, device="cpu"):
     """A new Tensor holding `data`, always a copy: Python data (a number gives a 0-d
     Tensor; nested lists, tuples or ranges of equal lengths give its shape), or anything
     dl.asarray takes. Without a dtype, Python data gets the widest kind it holds as dl.full
-    infers it (bool, int64, float32, complex64; float32 when empty; NumPy scalars keep their
-    own, promoted as PyTorch and NumPy promote: dl.tensor([np.float64(1), 2.0]) is float64)
-    and other sources keep theirs; a dtype that differs from another source's is a
-    TypeError (dlinterop does not cast)."""
+    infers it (bool, int64, float32, complex64; float32 when empty; NumPy scalars and 0-d
+    arrays keep their own, promoted as PyTorch and NumPy promote: dl.tensor([np.float64(1),
+    2.0]) is float64) and other sources keep theirs; a dtype that differs from another
+    source's casts its values as Tensor.astype does."""
     cls = type(data)
     if _is_python_data(cls) or (_is_python_data_subclass(data) and not (
             hasattr(cls, "__dlpack__") or hasattr(cls, "__cuda_array_interface__")
             or hasattr(cls, "__array_interface__") or PyObject_CheckBuffer(data))):
         return _tensor_from_data(data, dtype, device)
-    cdef Tensor t = asarray(data, device=device, copy=True)
-    if dtype is not None and _dtype_of(dtype) is not dtype_from_dl(t.dl.dtype):
-        raise TypeError(f"dl.tensor does not cast: the data is {dtype_from_dl(t.dl.dtype).name}, "
-                        f"not {_dtype_of(dtype).name}")
-    return t
+    return asarray(data, dtype, device=device, copy=True)

@@ -3,10 +3,11 @@
 # the packed sub-byte types as an unpacked copy, one element per byte as ml_dtypes holds
 # them), a clear TypeError for the others, never an array of objects; contiguous(); the
 # values as Python objects (tolist, item, float(t) ..., read in C by values.pxi, else by
-# dlinterop._lib.values), their element-wise comparison (==, !=, in) and their text in repr.
+# dlinterop._lib.values), their element-wise comparisons (==, !=, <, <=, >, >=, in) and their
+# text in repr.
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi (the host hint),
-# copies.pxi, creation.pxi (bool results), bridge.pxi (asarray), pickling.pxi (_RawBytes),
-# views.pxi, indexing.pxi, values.pxi.
+# copies.pxi, encoding.pxi (_store_values), creation.pxi (bool results), bridge.pxi
+# (asarray), pickling.pxi (_RawBytes), views.pxi, indexing.pxi, values.pxi.
 
 _CARRIERS = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}
 
@@ -16,7 +17,7 @@ cdef object _numpy_array_of(Tensor t, object dtype, object copy):
     first, so this serves the types the buffer protocol has no format for: the bytes are
     read as unsigned ints of the same size, then viewed as NumPy's own type for them."""
     import numpy as np
-    if not host_accessible(t.dl.device.device_type):
+    if not dli_device_host_readable(t.dl.device.device_type):
         raise TypeError(f"a tensor on {_device_of(t)} cannot be a NumPy array (NumPy holds host "
                         f"memory); {_host_hint(t.dl.device)}")
     cdef DType dt = dtype_from_dl(t.dl.dtype)
@@ -48,7 +49,7 @@ cdef object _unpacked_array(Tensor t, object np_dtype, object copy):
     and copy=False refuses it (ValueError, as NumPy's own __array__ rule says)."""
     import numpy as np
     if copy is False:
-        raise ValueError(f"{dtype_from_dl(t.dl.dtype).name} elements are packed "
+        raise ValueError(f"{dtype_text(t.dl.dtype)} elements are packed "
                          f"{t.dl.dtype.bits} bits each, and NumPy's {np_dtype} holds one per "
                          "byte: the array is a copy, which copy=False forbids")
     cdef Tensor src = _contiguous(t)
@@ -78,7 +79,7 @@ cdef object _read_values(Tensor t, bint flat):
     with `flat` one list of them. Read in C where the type has a reader (values.pxi), over
     t's own strides; else, or when the element count overflows int64, through a C-order
     copy by dlinterop._lib.values."""
-    if not host_accessible(t.dl.device.device_type):
+    if not dli_device_host_readable(t.dl.device.device_type):
         t = _copy_tensor(t, _CPU)
     cdef dli_reader reader
     cdef int64_t count
@@ -102,22 +103,28 @@ cdef object _read_values(Tensor t, bint flat):
     return _values.flat(src, raw) if flat else _values.values(src, raw)
 
 
-cdef object _compare(Tensor t, object other, bint negate):
-    """t == other (t != other with negate), element by element as NumPy and PyTorch compare
-    arrays: a new bool Tensor of the broadcast shape. `other` is a dl.Tensor, a number, or
-    anything dl.asarray takes; NotImplemented for anything else (Python then compares
-    identities). Values compare as Python numbers (1 == 1.0; NaN equals nothing)."""
+cdef object _compare(Tensor t, object other, int op):
+    """t OP other (op: Python's rich comparison code, Py_LT to Py_GE), element by element as
+    NumPy and PyTorch compare arrays: a new bool Tensor of the broadcast shape. `other` is a
+    dl.Tensor, a number, or anything dl.asarray takes; NotImplemented for anything else
+    (Python then compares identities for == and !=, and refuses the order). Values compare
+    as Python numbers (1 == 1.0; NaN equals nothing and has no order), complex ones in
+    NumPy's order (real parts, then imaginary ones)."""
     cdef Tensor u
-    if type(other) is Tensor:
-        u = <Tensor>other
+    cls = type(other)
+    if cls is int or cls is float or cls is bool or cls is complex:
+        values, other_shape = [other], ()     # as it is: 2**70 has no int64, NumPy 2 compares it
     else:
-        try:
-            u = asarray(other)
-        except (TypeError, ValueError, BufferError):
-            return NotImplemented
+        if cls is Tensor:
+            u = <Tensor>other
+        else:
+            try:
+                u = asarray(other)
+            except (TypeError, ValueError, BufferError):
+                return NotImplemented
+        values, other_shape = _read_values(u, True), _shape_of(u)
     from dlinterop._lib import values as _values
-    result, shape = _values.equal(_read_values(t, True), _shape_of(t), _read_values(u, True),
-                                  _shape_of(u), negate)
+    result, shape = _values.compare(_read_values(t, True), _shape_of(t), values, other_shape, op)
     cdef Tensor out = _new_from_python(shape, bool_, "cpu", DEFAULT_ALIGNMENT, False, False)
     if result:
         _store_values(out, result, 0)
@@ -132,7 +139,7 @@ cdef object _one_value(Tensor t, str what):
                         f"has shape {_shape_of(t)}") if what != "a bool" else ValueError(
             f"the truth value of a tensor of shape {_shape_of(t)} is ambiguous (it holds "
             f"{element_count(&t.dl)} elements)")
-    if host_accessible(t.dl.device.device_type) and _value_reader(t.dl.dtype, &reader):
+    if dli_device_host_readable(t.dl.device.device_type) and _value_reader(t.dl.dtype, &reader):
         return _read_one(&reader, t)   # the only element: every index 0, at byte_offset
     value = _values_of(t)
     while type(value) is list:
@@ -153,7 +160,7 @@ cdef object _item_value(Tensor t):
 
 cdef object _index_value(Tensor t):
     """operator.index(t), once t's type is checked to be an integer type."""
-    if (element_count(&t.dl) == 1 and host_accessible(t.dl.device.device_type)
+    if (element_count(&t.dl) == 1 and dli_device_host_readable(t.dl.device.device_type)
             and t.dl.dtype.lanes == 1):
         return _read_index(t)
     return _one_value(t, "an index")
@@ -227,7 +234,7 @@ cdef object _values_text(Tensor t, int indent):
     not float64's 9.99999993922529e-09, as NumPy prints them), or None where they cannot
     be read here (device memory). A tensor with no element shows [] whatever its shape:
     the cost follows the elements, never an extent that holds none."""
-    if not host_accessible(t.dl.device.device_type):
+    if not dli_device_host_readable(t.dl.device.device_type):
         return None
     for i in range(t.dl.ndim):
         if t.dl.shape[i] == 0:

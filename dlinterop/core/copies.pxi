@@ -3,8 +3,12 @@
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, allocator.pxi.
 
 cdef Tensor _copy_tensor(Tensor src, DLDevice target):
+    """A new C-contiguous copy of `src` on `target`: made by the host into plain host memory
+    from memory it copies out of itself (the table's dli_device_host_copies), else by the
+    CUDA layer."""
     cdef Tensor out
-    if src.dl.device.device_type != kDLCPU or target.device_type != kDLCPU:
+    if not (dli_device_host(target.device_type)
+            and dli_device_host_copies(src.dl.device.device_type)):
         return _device_copy(src, target)
     out = _allocate(src.dl.ndim, src.dl.shape, src.dl.dtype, target, DEFAULT_ALIGNMENT, False)
     _copy_into(out, src)
@@ -35,16 +39,16 @@ cdef int _copy_into(Tensor out, Tensor src) except -1:
 
 cdef Tensor _device_copy(Tensor src, DLDevice target):
     """Copies to or from memory the CUDA runtime manages, on the current stream."""
-    cdef DLDevice gpu = target if target.device_type != kDLCPU else src.dl.device
+    cdef DLDevice gpu = src.dl.device if dli_device_host(target.device_type) else target
     _require_cuda(gpu)
     cdef Tensor staged = src
     cdef Tensor out
-    if src.dl.device.device_type == kDLCPU and not is_c_contiguous(&src.dl):
+    if dli_device_host(src.dl.device.device_type) and not is_c_contiguous(&src.dl):
         staged = _copy_tensor(src, _CPU)   # gather on the host first
     out = _allocate(src.dl.ndim, src.dl.shape, src.dl.dtype, target, DEFAULT_ALIGNMENT, False)
     cdef uintptr_t source = <uintptr_t>staged.dl.data + staged.dl.byte_offset
     cdef size_t itemsize = item_bytes(src.dl.dtype)
-    host_reads = target.device_type != kDLCUDA
+    host_reads = dli_device_host_readable(target.device_type)
     if is_c_contiguous(&staged.dl):
         _cuda_copy_bytes(<uintptr_t>out.dl.data, source, out.alloc_nbytes, gpu, host_reads)
     else:
@@ -52,7 +56,7 @@ cdef Tensor _device_copy(Tensor src, DLDevice target):
             raise BufferError("cannot copy a strided tensor of a packed sub-byte type")
         # Gather on the source's device into the output (when the device can write it), or
         # into a device buffer first.
-        if target.device_type == kDLCPU:
+        if dli_device_host(target.device_type):
             tmp = _allocate(src.dl.ndim, src.dl.shape, src.dl.dtype, src.dl.device,
                             DEFAULT_ALIGNMENT, False)
             _cuda_gather(<uintptr_t>tmp.dl.data, source, _shape_of(staged), _strides_of(staged),
@@ -70,7 +74,7 @@ cdef Tensor _device_copy(Tensor src, DLDevice target):
 cdef Tensor _copy_on_stream(Tensor src, DLDevice target, object stream):
     """_copy_tensor with `stream` (1: legacy default, 2: per-thread default, else a
     cudaStream_t) current on the GPU's device for the copy, as dl.cuda.Stream makes it."""
-    cdef DLDevice gpu = target if _is_cuda_memory(target.device_type) else src.dl.device
+    cdef DLDevice gpu = target if dli_device_cuda(target.device_type) else src.dl.device
     previous = _cuda_enter_stream(gpu, stream)
     try:
         return _copy_tensor(src, target)
@@ -85,7 +89,7 @@ cdef int zero_fill(Tensor t) except -1:
         raise BufferError("cannot fill a read-only tensor")
     if nbytes == 0:
         return 0
-    if t.dl.device.device_type == kDLCPU:
+    if dli_device_host(t.dl.device.device_type):
         memset(<char*>t.dl.data + t.dl.byte_offset, 0, <size_t>nbytes)
     else:
         _device_fill(t, b"\0", nbytes)

@@ -1,9 +1,8 @@
 # Provides: dl.empty, dl.zeros, dl.ones and dl.full (in shared memory with shared=True), their
-# common arguments and values read in C (_dims_fast, _dtype_arg, _encode_common), with the
-# encoding of values for every data type (sub-byte ones packed: _encode_values, and
-# _store_values, which python_data.pxi and conversions.pxi use too); dl.share.
+# common arguments read in C (_dims_fast, _dtype_arg), the types dl.full infers; dl.share.
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, allocator.pxi,
-# copies.pxi, placement.pxi, shared.pxi, cuda_ipc.pxi, importer.pxi.
+# copies.pxi, placement.pxi, shared.pxi, cuda_ipc.pxi, importer.pxi, numbers.pxi,
+# encoding.pxi.
 
 cdef inline DType _dtype_arg(object x):
     """The DType a creation call's dtype argument names: a DType, None (float32) and a
@@ -68,11 +67,11 @@ cdef Tensor _new_from_python(object shape, object dtype_like, object device, obj
     if ndim < 0:
         ndim = dims_from_python(shape, dims, False)
     if shared:
-        if dev.device_type != kDLCPU:
+        if not dli_device_host(dev.device_type):
             _check_alignment(dev, align)
             return _allocate_cuda_ipc(ndim, dims, dt.dl, dev, zero)
         return _allocate_shared(ndim, dims, dt.dl, <size_t>align)   # zero-filled anyway
-    if dev.device_type != kDLCPU and align > DEFAULT_ALIGNMENT:
+    if not dli_device_host(dev.device_type) and align > DEFAULT_ALIGNMENT:
         # In the order _allocate checks: the layout, then a runtime for the device.
         checked_nbytes(ndim, dims, dt.dl, dev)
         _require_cuda(dev)
@@ -107,9 +106,11 @@ cdef tuple _INFERRED_DTYPES = (bool_, int64, float32, complex64)
 
 def full(shape, value, dtype=None, *, device="cpu", alignment=256,
          shared=False):
-    """A new Tensor of `shape` filled with `value`. Without a dtype it is inferred from the
-    value as PyTorch does: bool -> bool, int -> int64, float -> float32, complex ->
+    """A new Tensor of `shape` filled with `value` (a number: a NumPy scalar or a 0-d array
+    counts as the Python number it holds, as in PyTorch). Without a dtype it is inferred
+    from the value as PyTorch does: bool -> bool, int -> int64, float -> float32, complex ->
     complex64 (NumPy infers float64 and complex128). The other parameters are dl.empty's."""
+    value = _number_of(value)
     if dtype is None:
         # Python's own number types only (their subclasses included), unlike dl.tensor's
         # _kind_of, which also reads objects that convert.
@@ -152,91 +153,11 @@ cdef Tensor _full(object shape, object value, DType dt, object device, object al
         pattern = PyBytes_AS_STRING(encoded)
     t = _new_from_python(shape, dt, device, alignment, False, shared)
     count = element_count(&t.dl)
-    if t.dl.device.device_type == kDLCPU:
+    if dli_device_host(t.dl.device.device_type):
         dli_fill(<char*>t.dl.data, pattern, <size_t>dt.itemsize, count)
     else:
         _device_fill(t, PyBytes_FromStringAndSize(<char*>pattern, dt.itemsize), count)
     return t
-
-
-cdef inline bint _float_of(object value, double* out) noexcept:
-    """The value float(value) gives, for an exact float, bool, or int small enough to read
-    without a call; False for any other object."""
-    cdef long small
-    if type(value) is float:
-        out[0] = PyFloat_AS_DOUBLE(value)
-        return True
-    if dli_small_long(<PyObject*>value, &small):
-        out[0] = <double>small
-        return True
-    if type(value) is bool:
-        out[0] = 1.0 if value is True else 0.0
-        return True
-    return False
-
-
-cdef inline bint _fits_int(int64_t value, uint8_t code, int bits) noexcept:
-    """Whether value is in the range of the integer type (code kDLInt or kDLUInt, bits)."""
-    if code == kDLUInt:
-        return value >= 0 and (bits == 64 or value < (<int64_t>1 << bits))
-    return bits == 64 or -(<int64_t>1 << (bits - 1)) <= value < (<int64_t>1 << (bits - 1))
-
-
-cdef bint _encode_common(DType dt, object value, char* out) noexcept:
-    """The element _encode_scalar makes, written to `out` without a call, for the common
-    cases: an exact bool, int or float as bool, an integer type of 8 to 64 bits, float32,
-    float64, complex64 or complex128. False, with nothing written, in every other case: a
-    value that needs a conversion, is NaN or does not fit the type; _encode_scalar encodes
-    those, or refuses them with its message."""
-    cdef uint8_t code = dt.dl.code
-    cdef int bits = dt.dl.bits
-    cdef double d
-    cdef float f
-    cdef long long i
-    cdef int overflow = 0
-    if dt.dl.lanes != 1 or bits < 8:
-        return False
-    if code == kDLBool:
-        if not _float_of(value, &d):
-            return False
-        out[0] = 1 if d != 0.0 else 0        # bool(value): NaN is true
-        return True
-    if code == kDLInt or code == kDLUInt:
-        # Ints and bools only: _integral truncates a float, and refuses NaN and infinity.
-        if type(value) is bool:
-            i = 1 if value is True else 0
-        elif type(value) is int:
-            i = PyLong_AsLongLongAndOverflow(<PyObject*>value, &overflow)
-            if overflow:
-                return False
-        else:
-            return False
-        if not _fits_int(i, code, bits):
-            return False
-        if bits == 8:
-            (<int8_t*>out)[0] = <int8_t>i
-        elif bits == 16:
-            (<int16_t*>out)[0] = <int16_t>i
-        elif bits == 32:
-            (<int32_t*>out)[0] = <int32_t>i
-        else:
-            (<int64_t*>out)[0] = i
-        return True
-    if code != kDLFloat and code != kDLComplex:
-        return False
-    if not _float_of(value, &d) or d != d:
-        return False
-    if code == kDLComplex:
-        bits //= 2
-        memset(out, 0, bits // 4)      # both parts: a real value's imaginary part is +0.0
-    if bits == 64:
-        memcpy(out, &d, 8)
-        return True
-    if bits != 32 or not (-FLT_MAX <= d <= FLT_MAX):
-        return False        # float16, or past float32's range: _pack_float's rule
-    f = <float>d            # rounded to nearest, as struct rounds
-    memcpy(out, &f, 4)
-    return True
 
 
 cdef Tensor _full_packed(object shape, int code, DType dt, object device, object alignment,
@@ -261,135 +182,6 @@ cdef Tensor _full_packed(object shape, int code, DType dt, object device, object
     return _share_cuda(t) if shared else t
 
 
-cdef bytes _encode_scalar(DType dt, object value):
-    """One element of type dt holding `value`, as bytes (a sub-byte type's code in one
-    byte's low bits)."""
-    cdef uint8_t code = dt.dl.code
-    if dt.buffer_format != NULL and code != kDLComplex:
-        fmt = dt.buffer_format.decode()
-        if code == kDLBool:
-            return struct.pack("?", bool(value))
-        if code == kDLFloat:
-            return _pack_float(fmt, float(value))
-        try:
-            return struct.pack(fmt, _integral(value))
-        except struct.error:
-            raise OverflowError(f"{value!r} does not fit in {dt.name}") from None
-    if code == kDLComplex:
-        value = complex(value)
-        part = {32: "e", 64: "f", 128: "d"}[dt.dl.bits]
-        return _pack_float(part, value.real) + _pack_float(part, value.imag)
-    if code == kDLBfloat:
-        return struct.pack("<H", _bfloat16_bits(float(value)))
-    if code == kDLBcomplex:
-        value = complex(value)
-        return struct.pack("<HH", _bfloat16_bits(value.real), _bfloat16_bits(value.imag))
-    if code == kDLInt or code == kDLUInt:
-        return bytes([_subbyte_int_code(dt, value)])
-    from dlinterop._lib import minifloat as _minifloat
-    name = "float4_e2m1fn" if dt is float4_e2m1fn_x2 else dt.name
-    return bytes([_minifloat.encode(name, float(value))])
-
-
-cdef object _integral(object value):
-    """An int for an integer type: ints (and anything with __index__: NumPy integers) as
-    they are, other real numbers truncated toward zero, as NumPy and PyTorch cast (NaN and
-    inf raise)."""
-    if isinstance(value, float) or (not hasattr(type(value), "__index__")
-                                    and hasattr(type(value), "__float__")):
-        return int(float(value))
-    return operator.index(value)
-
-
-cdef int _subbyte_int_code(DType dt, object value) except -1:
-    """The code of a packed sub-byte integer (two's complement for int1/int2/int4)."""
-    cdef int bits = dt.dl.bits
-    v = _integral(value)
-    low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if dt.dl.code == kDLInt \
-        else (0, (1 << bits) - 1)
-    if not low <= v <= high:
-        raise OverflowError(f"{value!r} does not fit in {dt.name} ({low} to {high})")
-    return v & ((1 << bits) - 1)
-
-
-cdef int _bfloat16_bits(double value) except -1:
-    """value rounded to bfloat16 (the float32 pattern's top 16 bits, to nearest even; NaN
-    stays NaN), as its bit pattern."""
-    if value != value:
-        return 0x7FC0
-    cdef uint32_t bits32 = struct.unpack("<I", _pack_float("f", value))[0]
-    bits32 += 0x7FFF + ((bits32 >> 16) & 1)
-    return (bits32 >> 16) & 0xFFFF
-
-
-cdef bytes _pack_float(str fmt, double value):
-    try:
-        return struct.pack("<" + fmt, value)
-    except OverflowError:
-        # Out of the format's range: infinity, as a cast in NumPy or PyTorch gives.
-        return struct.pack("<" + fmt, math.copysign(math.inf, value))
-
-
-cdef bytes _encode_values(DType dt, list values):
-    """`values` (Python numbers, NumPy scalars) as dt's elements in C order: for a packed
-    sub-byte type, their codes one per byte (the caller packs them). Linear in the number
-    of values: struct packs them all at once wherever every value already suits its format,
-    else each is encoded on its own."""
-    cdef Py_ssize_t n = len(values)
-    cdef uint8_t code = dt.dl.code
-    if dt.buffer_format != NULL and code != kDLComplex:
-        try:
-            return struct.pack(f"<{n}{dt.buffer_format.decode()}", *values)
-        except (struct.error, OverflowError, TypeError):
-            pass    # out of range, or needs a conversion: one by one, with its message
-    elif dt.buffer_format != NULL:
-        parts = []
-        try:
-            for v in values:
-                c = complex(v)
-                parts.append(c.real)
-                parts.append(c.imag)
-            return struct.pack(f"<{2 * n}{'f' if dt.dl.bits == 64 else 'd'}", *parts)
-        except OverflowError:
-            pass
-    if _is_packed_subbyte(dt.dl):
-        return bytes([_encode_scalar(dt, v)[0] for v in values])
-    return b"".join([_encode_scalar(dt, v) for v in values])
-
-
-cdef int _store_values(Tensor t, list values, int64_t start) except -1:
-    """Writes `values` into the C-contiguous host Tensor t from element `start` on (for a
-    packed sub-byte type, `start` is a multiple of 8, so that it falls on a byte). The
-    number of bytes written is checked against t's memory, never trusted."""
-    cdef DType dt = dtype_from_dl(t.dl.dtype)
-    cdef bytes payload = _encode_values(dt, values)
-    cdef int64_t count = len(values)
-    cdef int64_t capacity = element_count(&t.dl)
-    cdef int64_t first_byte
-    cdef int64_t shape[1]
-    cdef int64_t stride[1]
-    cdef const uint8_t* codes
-    if start < 0 or count > capacity - start:
-        raise ValueError(f"{count} values do not fit in a tensor of {capacity} elements "
-                         f"from element {start}")
-    if _is_packed_subbyte(t.dl.dtype):
-        if len(payload) != count or (start * dt.dl.bits) % 8:
-            raise ValueError("sub-byte values must start on a byte")
-        first_byte = start * dt.dl.bits // 8
-        shape[0] = count
-        stride[0] = 1
-        codes = <const uint8_t*>PyBytes_AS_STRING(payload)
-        with nogil:
-            dli_pack_codes(<uint8_t*>t.dl.data + t.dl.byte_offset + first_byte, codes, 1,
-                           shape, stride, dt.dl.bits, 8)
-        return 0
-    if len(payload) != count * dt.itemsize:
-        raise ValueError(f"{count} values of {dt.name} encoded to {len(payload)} bytes")
-    memcpy(<char*>t.dl.data + t.dl.byte_offset + start * dt.itemsize,
-           PyBytes_AS_STRING(payload), len(payload))
-    return 0
-
-
 # -- shared memory ----------------------------------------------------------------------
 
 
@@ -408,9 +200,9 @@ def share(x):
     cdef Tensor t = x if type(x) is Tensor else _from_dlpack(x, None, None, None)
     if _shared_memory_of(t) is not None or _is_cuda_ipc_memory(t):
         return t
-    if t.dl.device.device_type == kDLCUDA:
+    if dli_device_cuda_ipc(t.dl.device.device_type):
         return _share_cuda(t)
-    if not host_accessible(t.dl.device.device_type):
+    if not dli_device_host_readable(t.dl.device.device_type):
         raise BufferError(f"dl.share takes host or CUDA device memory, not memory on "
                           f"{_device_of(t)}")
     cdef Tensor out = _allocate_shared(t.dl.ndim, t.dl.shape, t.dl.dtype, DEFAULT_ALIGNMENT)

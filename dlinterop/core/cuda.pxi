@@ -26,11 +26,6 @@ cdef Py_ssize_t _cuda_state = SETUP_UNDECIDED
 _register_setup("cuda", &_cuda_state)
 
 
-cdef inline bint _is_cuda_memory(DLDeviceType device_type) noexcept nogil:
-    return (device_type == kDLCUDA or device_type == kDLCUDAHost
-            or device_type == kDLCUDAManaged)
-
-
 cdef object _load_cuda():
     """The dlinterop._cuda module, or None when it was not built. The import runs without a
     lock of ours (Python's import lock orders two threads importing it); the first thread
@@ -65,7 +60,7 @@ cdef inline bint _cuda_streams_entered() noexcept:
 cdef int _cuda_consumer_wait(object obj) except -1:
     """For a capsule or a dl.Tensor on a CUDA device imported while a dl.cuda.Stream is
     current: that stream waits for dlinterop's own work on the device."""
-    if type(obj) is Tensor and _is_cuda_memory((<Tensor>obj).dl.device.device_type):
+    if type(obj) is Tensor and dli_device_cuda((<Tensor>obj).dl.device.device_type):
         _cuda.stream_wait((<Tensor>obj).dl.device.device_id, 0, 0)
     return 0
 
@@ -73,14 +68,14 @@ cdef int _cuda_consumer_wait(object obj) except -1:
 cdef str _host_hint(DLDevice device):
     """How to get memory on `device` to the host: dl's own copy for CUDA memory; for the
     devices dlinterop only carries (TPU, Ascend, ...), the framework that made it."""
-    if _is_cuda_memory(device.device_type):
+    if dli_device_cuda(device.device_type):
         return "move it with .to('cpu') first"
     return (f"dlinterop carries memory on {_device_type_name(device.device_type)} but has no "
             "operations for it: copy it to the host with the framework that made it")
 
 
 cdef object _require_cuda(DLDevice device):
-    if not _is_cuda_memory(device.device_type):
+    if not dli_device_cuda(device.device_type):
         raise BufferError(f"dlinterop cannot allocate or copy memory on "
                           f"{_device_type_name(device.device_type)}: it carries such memory "
                           "(import, export, views) but has no operations for that device")
@@ -92,11 +87,11 @@ cdef object _require_cuda(DLDevice device):
 
 
 cdef bint _can_copy_to(DLDevice src, DLDevice dst):
-    if src.device_type == kDLCPU and dst.device_type == kDLCPU:
+    """Whether _copy_tensor can copy memory on `src` to `dst`: by the host alone, or by the
+    CUDA layer between devices dlinterop reaches, with a GPU."""
+    if dli_device_host(dst.device_type) and dli_device_host_copies(src.device_type):
         return dst.device_id == 0
-    if not (_is_cuda_memory(src.device_type) or src.device_type == kDLCPU):
-        return False
-    if not (_is_cuda_memory(dst.device_type) or dst.device_type == kDLCPU):
+    if not (dli_device_reachable(src.device_type) and dli_device_reachable(dst.device_type)):
         return False
     module = _load_cuda()
     return module is not None and module.device_count() > 0
@@ -121,7 +116,7 @@ cdef void _device_free(void* base, size_t nbytes, DLDevice device) noexcept:
 
 
 cdef void* _device_alloc_nogil(size_t nbytes, DLDevice device, void** base) noexcept nogil:
-    if _cuda_table == NULL or not _is_cuda_memory(device.device_type):
+    if _cuda_table == NULL or not dli_device_cuda(device.device_type):
         return NULL
     return _cuda_table.alloc_nogil(nbytes, device, base)
 
@@ -140,7 +135,7 @@ cdef void* _cuda_current_stream_nogil(int32_t device_id) noexcept nogil:
 cdef int _device_fill(Tensor t, bytes pattern, int64_t count) except -1:
     module = _require_cuda(t.dl.device)
     module.fill(<uintptr_t>t.dl.data, pattern, count, t.dl.device.device_id)
-    if t.dl.device.device_type != kDLCUDA:
+    if dli_device_host_readable(t.dl.device.device_type):   # the host may read it at once
         module.stream_synchronize(module.current_stream_ptr(t.dl.device.device_id))
     return 0
 
@@ -161,7 +156,10 @@ cdef DLDevice _cuda_device_of(uintptr_t pointer) except *:
     module = _load_cuda()
     if module is not None and module.device_count() > 0:
         device_type, index = module.pointer_device(pointer)
-        dev.device_type = <DLDeviceType><int>(device_type if device_type != kDLCPU else kDLCUDA)
+        # Memory the runtime does not know as its own (it says "host") is taken as the
+        # device's, as the interface says.
+        dev.device_type = <DLDeviceType><int>(device_type if dli_device_cuda(device_type)
+                                              else kDLCUDA)
         dev.device_id = index
     return dev
 
@@ -179,7 +177,7 @@ cdef bint _cuda_sync_exchange(const DLPackExchangeAPI* api, DLDevice device) exc
     for the producer's current work stream. False when that cannot be done here (no CUDA
     layer, memory it does not manage, no stream from the producer)."""
     cdef void* producer = NULL
-    if _load_cuda() is None or not _is_cuda_memory(device.device_type):
+    if _load_cuda() is None or not dli_device_cuda(device.device_type):
         return False
     if api.current_work_stream == NULL or api.current_work_stream(
             device.device_type, device.device_id, &producer) != 0:
@@ -194,7 +192,7 @@ cdef int order_for_consumer(Tensor t, const DLPackExchangeAPI* api) except -1:
     argument (managed_tensor_to_py_object_no_sync): its current work stream waits for the
     work dlinterop issued. Nothing to do for host memory, or when dlinterop issued none."""
     cdef void* consumer = NULL
-    if not _is_cuda_memory(t.dl.device.device_type) or _cuda is None:
+    if not dli_device_cuda(t.dl.device.device_type) or _cuda is None:
         return 0
     if api.current_work_stream == NULL:
         _cuda.synchronize(t.dl.device.device_id)
@@ -212,7 +210,7 @@ cdef dict _TYPESTR_KINDS = {code: kind for kind, code in _type_string_kinds.item
 cdef dict _cuda_array_interface(Tensor self):
     """Tensor.__cuda_array_interface__: version 3 of Numba's CUDA array interface, for CUDA
     device and managed memory."""
-    if self.dl.device.device_type != kDLCUDA and self.dl.device.device_type != kDLCUDAManaged:
+    if not dli_device_cuda_gpu(self.dl.device.device_type):
         raise AttributeError(f"a tensor on {_device_of(self)} has no __cuda_array_interface__")
     cdef DType dt = dtype_from_dl(self.dl.dtype)
     typestr = _TYPESTR_KINDS.get(self.dl.dtype.code)

@@ -1,7 +1,7 @@
 # Provides: CUDA Tensors that cross process boundaries through CUDA IPC: IPC-capable device
 # memory (shared=True, dl.share on CUDA), the handle a sender makes (_cuda_ipc_handle) and
 # the Tensor a receiver maps (_tensor_from_cuda_ipc).
-# Uses: dtypes.pxi, devices.pxi, tensor_base.pxi, dltensors.pxi, cuda.pxi, allocator.pxi,
+# Uses: dtypes.pxi, devices.pxi, tensor_base.pxi, layouts.pxi, cuda.pxi, allocator.pxi,
 # shared.pxi (the receivers' count).
 
 cdef extern from "cuda_layer.h":
@@ -30,7 +30,7 @@ cdef class _CudaIpcBuffer:
 cdef Tensor _allocate_cuda_ipc(int ndim, const int64_t* shape, DLDataType dt, DLDevice device,
                                bint zero):
     """A new C-contiguous CUDA Tensor in IPC-capable device memory of its own."""
-    if device.device_type != kDLCUDA:
+    if not dli_device_cuda_ipc(device.device_type):
         raise ValueError(f"shared=True makes host or CUDA device memory, not memory on "
                          f"{device_from_dl(device)}")
     cdef int64_t nbytes = checked_nbytes(ndim, shape, dt, device)
@@ -122,7 +122,7 @@ def _cuda_ipc_handle(Tensor t not None):
     wait for the work issued so far; the sender destroys it once every receiver is done."""
     from dlinterop._lib.handles import CudaIpcExport
 
-    if t.dl.device.device_type != kDLCUDA:
+    if not dli_device_cuda_ipc(t.dl.device.device_type):
         raise BufferError(f"only CUDA device memory crosses through CUDA IPC, not {_device_of(t)}")
     module = _require_cuda(t.dl.device)
     handle, offset, size = module.ipc_export(<uintptr_t>t.dl.data + t.dl.byte_offset,

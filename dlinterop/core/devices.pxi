@@ -1,35 +1,129 @@
-# Provides: DeviceType with every DLPack value, the Device class, device parsing
-# (_parse_device, device_from_object) and the CPU device constant.
+# Provides: the Python view of the table of device kinds (src/device_kinds.h; its
+# predicates, cimported from dlinterop/_lib/device_kinds.pxd, answer every device question
+# in C): _DeviceKind, _DEVICE_KINDS and _device_kind; DeviceType with every DLPack value,
+# made from the table's rows; the Device class, device parsing (_parse_device,
+# device_from_object) and the CPU device constant.
 # Uses: nothing.
 
 import enum as _enum
 
 
-class DeviceType(_enum.IntEnum):
-    """Every DLPack device type (1.3, and ASCEND from DLPack's main)."""
-    CPU = kDLCPU
-    CUDA = kDLCUDA
-    CUDA_HOST = kDLCUDAHost
-    OPENCL = kDLOpenCL
-    VULKAN = kDLVulkan
-    METAL = kDLMetal
-    VPI = kDLVPI
-    ROCM = kDLROCM
-    ROCM_HOST = kDLROCMHost
-    EXT_DEV = kDLExtDev
-    CUDA_MANAGED = kDLCUDAManaged
-    ONEAPI = kDLOneAPI
-    WEBGPU = kDLWebGPU
-    HEXAGON = kDLHexagon
-    MAIA = kDLMAIA
-    TRN = kDLTrn
-    TPU = kDLTPU
-    TPU_HOST = kDLTPUHost
-    ASCEND = kDLAscend
+@cython.final
+cdef class _DeviceKind:
+    """One row of the table of device kinds (src/device_kinds.h), read where it lives: what
+    dlinterop's rules say of memory on one DLPack device type. The Python modules (the
+    integrations, the conformance checker, the pytest plugin) ask it what the core's rules
+    ask the C table; there is one per row, made at import (_DEVICE_KINDS)."""
+    cdef readonly int value
+
+    cdef const dli_device_kind* _row(self) except NULL:
+        cdef const dli_device_kind* row = dli_device_kind_of(self.value)
+        if row == NULL:   # one made by __new__ alone
+            raise ValueError(f"DLPack defines no device type {self.value}")
+        return row
+
+    @property
+    def name(self):
+        """dl.DeviceType's member, lower case: Device.type ('cuda_host')."""
+        return self._row().name.decode()
+
+    @property
+    def host(self):
+        """Plain host memory: dlinterop's host allocator makes it, memcpy copies it."""
+        return bool(self._row().flags & DLI_KIND_HOST)
+
+    @property
+    def host_readable(self):
+        """The CPU reads and writes it directly (values, buffers, NumPy, pickling)."""
+        return bool(self._row().flags & DLI_KIND_HOST_READABLE)
+
+    @property
+    def pinned(self):
+        """Page-locked host memory: its pages are taken when it is made."""
+        return bool(self._row().flags & DLI_KIND_PINNED)
+
+    @property
+    def streams(self):
+        """A GPU runtime orders it by streams: stream= takes an int, not None alone."""
+        return bool(self._row().flags & DLI_KIND_STREAMS)
+
+    @property
+    def stream_zero(self):
+        """Stream 0 is its default stream (ROCm); on CUDA, 0 is refused as ambiguous."""
+        return bool(self._row().flags & DLI_KIND_STREAM_ZERO)
+
+    @property
+    def cuda(self):
+        """The CUDA layer allocates, copies and fills it, and orders dlinterop's work."""
+        return bool(self._row().flags & DLI_KIND_CUDA)
+
+    @property
+    def cuda_gpu(self):
+        """On one GPU: it has that GPU's current stream, __cuda_array_interface__ says it."""
+        return bool(self._row().flags & DLI_KIND_CUDA_GPU)
+
+    @property
+    def cuda_ipc(self):
+        """CUDA IPC hands it to another process."""
+        return bool(self._row().flags & DLI_KIND_CUDA_IPC)
+
+    @property
+    def allocatable(self):
+        """dlinterop allocates, fills and copies it (its host allocator or the CUDA layer)."""
+        return bool(dli_device_reachable(self.value))
+
+    @property
+    def alignment(self):
+        """The alignment of dlinterop's allocations there, the most that can be asked; 0:
+        any (the host's), or none are made there."""
+        return self._row().alignment
+
+    @property
+    def torch(self):
+        """The torch.device type torch.from_dlpack gives it ('hip' is 'cuda' in a ROCm
+        build of PyTorch); None where PyTorch refuses it."""
+        return None if self._row().torch == NULL else self._row().torch.decode()
+
+    @property
+    def numpy(self):
+        """NumPy's name for it: 'cpu' for host-readable memory, which np.from_dlpack takes;
+        None where NumPy refuses it."""
+        return "cpu" if self._row().flags & DLI_KIND_HOST_READABLE else None
+
+    def __repr__(self):
+        row = dli_device_kind_of(self.value)
+        return f"<device kind {row.name.decode() if row != NULL else None} ({self.value})>"
+
+
+cdef list _kind_by_value = [None] * DLI_DEVICE_TYPES
+for _value in range(DLI_DEVICE_TYPES):
+    if dli_device_kind_of(_value) != NULL:
+        _kind = _DeviceKind.__new__(_DeviceKind)
+        (<_DeviceKind>_kind).value = _value
+        _kind_by_value[_value] = _kind
+del _value, _kind
+# Every row, in the order of their values.
+_DEVICE_KINDS = tuple([kind for kind in _kind_by_value if kind is not None])
+
+
+def _device_kind(x):
+    """The table's row for `x`: a device type as an int (None where DLPack defines no such
+    device type), or anything dl.Device takes (a Device, 'cuda:0', a Tensor)."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        return _kind_by_value[x] if 0 <= x < DLI_DEVICE_TYPES else None
+    return _kind_by_value[_parse_device(x).device_type]
+
+
+# Every DLPack device type: a member per row of the table, its name in upper case.
+DeviceType = _enum.IntEnum("DeviceType", [(kind.name.upper(), kind.value)
+                                          for kind in _DEVICE_KINDS],
+                           module=__name__, qualname="DeviceType")
+DeviceType.__doc__ = ("Every DLPack device type (1.3, and ASCEND from DLPack's main): a member "
+                      "per row of dlinterop's table of device kinds.")
 
 
 # Indexed by the DLDeviceType value; None where DLPack defines no device type.
-cdef list _device_types = [None] * (kDLAscend + 1)
+cdef list _device_types = [None] * DLI_DEVICE_TYPES
 cdef dict _device_type_by_name = {}
 for _member in DeviceType:
     _device_types[_member.value] = _member
@@ -40,20 +134,24 @@ del _member
 cdef tuple _cpu_dlpack_device = (DeviceType.CPU, 0)
 
 
-cdef inline bint _known_device_type(int32_t device_type) noexcept nogil:
-    return 1 <= device_type <= kDLAscend and device_type not in (5, 6)
+cdef int32_t _device_type_value(object device_type):
+    """A producer's device type as a DLDeviceType's value where it is an int in int32's
+    range, else -1, which no row of the table has."""
+    if isinstance(device_type, int) and -2**31 <= device_type < 2**31:
+        return device_type
+    return -1
 
 
 cdef object _device_type_member(int32_t device_type):
-    if not _known_device_type(device_type):
+    if not dli_device_known(device_type):
         raise ValueError(f"unknown DLPack device type {device_type}")
     return _device_types[device_type]
 
 
 cdef tuple _dlpack_device_tuple(DLDevice dev):
-    if dev.device_type == kDLCPU and dev.device_id == 0:
+    if dli_device_host(dev.device_type) and dev.device_id == 0:
         return _cpu_dlpack_device
-    if not _known_device_type(dev.device_type):
+    if not dli_device_known(dev.device_type):
         return (<int>dev.device_type, dev.device_id)
     return (_device_types[<int>dev.device_type], dev.device_id)
 
@@ -61,9 +159,10 @@ cdef tuple _dlpack_device_tuple(DLDevice dev):
 cdef str _device_type_name(int32_t device_type):
     """The lower-case name of a device type ('cuda'); never raises, even for a value DLPack
     does not define (which only a C caller can pass)."""
-    if not _known_device_type(device_type):
+    cdef const dli_device_kind* kind = dli_device_kind_of(device_type)
+    if kind == NULL:
         return f"unknown device type {device_type}"
-    return _device_types[device_type].name.lower()
+    return kind.name.decode()
 
 
 cdef DLDevice _parse_device(object x) except *:
@@ -71,7 +170,7 @@ cdef DLDevice _parse_device(object x) except *:
     (type, index) pair."""
     cdef DLDevice dev
     if type(x) is Device:
-        if not _known_device_type((<Device>x).dl.device_type):   # made by Device.__new__
+        if not dli_device_known((<Device>x).dl.device_type):   # made by Device.__new__
             raise ValueError(f"{x!r} is not a device")
         return (<Device>x).dl
     if isinstance(x, str):

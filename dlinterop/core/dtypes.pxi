@@ -1,12 +1,13 @@
 # Provides: the DType class, one interned instance per DLPack (code, bits, lanes), dl.dtype()
-# and the conversions from names, NumPy/ml_dtypes/torch dtypes, triples and buffer formats.
+# and the conversions from names, Python's number types, NumPy/ml_dtypes/torch dtypes,
+# triples and buffer formats; the type codes DLPack defines (_DLPACK_TYPE_CODES).
 # Uses: once.pxi (_module_if_run).
 
 cdef dict _dtype_by_key = {}    # packed (code, bits, lanes) -> DType
 # [code][bits]: bit (lanes - 1) is set for every registered triple; read without the GIL.
 cdef uint8_t _registered_lanes[kDLBcomplex + 1][256]
 cdef dict _dtype_by_name = {}   # name -> DType
-# [code][bits / 8]: the buffer-protocol format of each one-lane type that has one, NULL
+# [code][bytes]: the buffer-protocol format of each one-lane type that has one, NULL
 # elsewhere; read without a lookup by the buffer export.
 cdef const char* _buffer_formats[kDLBcomplex + 1][17]
 
@@ -87,8 +88,9 @@ cdef class DType:
             import numpy
         except ImportError:
             raise TypeError(f"{self.name}.to_numpy() needs numpy, which is not installed") from None
-        if (self.dl.code in (kDLInt, kDLUInt, kDLFloat, kDLBool) and self.dl.bits >= 8) or (
-                self.dl.code == kDLComplex and self.dl.bits >= 64):
+        if self.buffer_format != NULL:
+            # NumPy's own types are the registry's with a buffer-protocol format (bool, the
+            # 8- to 64-bit integers, float16/32/64, complex64/128), under the same names.
             return numpy.dtype(self.name)
         if self.dl.code == kDLComplex or self.dl.lanes != 1:
             raise TypeError(f"NumPy has no dtype for {self.name}")
@@ -103,6 +105,22 @@ cdef class DType:
             raise TypeError(f"ml_dtypes {ml_dtypes.__version__} has no {self.name}") from None
 
 
+# The type codes DLPack defines (dlpack.h's DLDataTypeCode), by their names there: what a
+# producer may send, whether or not dlinterop has a DType for it (kDLOpaqueHandle has none,
+# nor has every width of the others). The conformance checker and the pytest plugin read
+# it; tests/test_dlpack_header.py compares it with the header.
+_DLPACK_TYPE_CODES = {
+    "kDLInt": kDLInt, "kDLUInt": kDLUInt, "kDLFloat": kDLFloat,
+    "kDLOpaqueHandle": kDLOpaqueHandle, "kDLBfloat": kDLBfloat, "kDLComplex": kDLComplex,
+    "kDLBool": kDLBool, "kDLFloat8_e3m4": kDLFloat8_e3m4, "kDLFloat8_e4m3": kDLFloat8_e4m3,
+    "kDLFloat8_e4m3b11fnuz": kDLFloat8_e4m3b11fnuz, "kDLFloat8_e4m3fn": kDLFloat8_e4m3fn,
+    "kDLFloat8_e4m3fnuz": kDLFloat8_e4m3fnuz, "kDLFloat8_e5m2": kDLFloat8_e5m2,
+    "kDLFloat8_e5m2fnuz": kDLFloat8_e5m2fnuz, "kDLFloat8_e8m0fnu": kDLFloat8_e8m0fnu,
+    "kDLFloat6_e2m3fn": kDLFloat6_e2m3fn, "kDLFloat6_e3m2fn": kDLFloat6_e3m2fn,
+    "kDLFloat4_e2m1fn": kDLFloat4_e2m1fn, "kDLBcomplex": kDLBcomplex,
+}
+
+
 cdef DType _register_dtype(str name, uint8_t code, uint8_t bits, uint16_t lanes, const char* fmt):
     cdef DType dt = DType.__new__(DType)
     dt.dl.code = code
@@ -115,7 +133,7 @@ cdef DType _register_dtype(str name, uint8_t code, uint8_t bits, uint16_t lanes,
     _dtype_by_name[name] = dt
     _registered_lanes[code][bits] |= 1 << (lanes - 1)
     if lanes == 1 and bits % 8 == 0 and bits <= 128:
-        _buffer_formats[code][bits // 8] = fmt
+        _buffer_formats[code][dt.itemsize] = fmt
     return dt
 
 
@@ -184,6 +202,12 @@ cdef dict _ambiguous_dtype_names = {
                 "Python complex; say 'complex64' or 'complex128'"),
 }
 
+# Python's own number types, as NumPy reads them (np.dtype(float) is float64): int is
+# int64, NumPy 2's default integer on every 64-bit platform (Windows too since NumPy 2.0)
+# and PyTorch's (torch.tensor([1]) is int64). Only the types: the strings "float" and "int"
+# stay ambiguous (above), since PyTorch reads them as float32 and int32.
+cdef dict _python_type_dtypes = {bool: bool_, int: int64, float: float64, complex: complex128}
+
 cdef dict _type_string_kinds = {"b": kDLBool, "i": kDLInt, "u": kDLUInt, "f": kDLFloat,
                                 "c": kDLComplex}
 
@@ -229,8 +253,18 @@ cdef DType _dtype_from_other_name(str name):
 
 
 cdef DType dtype_from_dl(DLDataType dt):
-    """The interned DType for a DLDataType, or None when dlinterop has none for it."""
+    """The interned DType for a DLDataType, or None when dlinterop has none for it (a
+    Tensor's always has one: imports refuse the others)."""
     return _dtype_by_key.get(_dtype_key(dt.code, dt.bits, dt.lanes))
+
+
+cdef str dtype_text(DLDataType dt):
+    """For messages: the DType's name, or "(code, bits, lanes)" for a triple dlinterop has
+    no DType for (a C caller's or a producer's). Never raises but MemoryError."""
+    cdef DType found = dtype_from_dl(dt)
+    if found is None:
+        return f"({dt.code}, {dt.bits}, {dt.lanes})"
+    return found.name
 
 
 cdef bint _valid_dtype_nogil(DLDataType dt) noexcept nogil:
@@ -246,11 +280,16 @@ cdef inline const char* _buffer_format_of(DLDataType dt) noexcept nogil:
     when it has none."""
     if dt.lanes != 1 or dt.bits & 7 or dt.bits > 128 or dt.code > kDLBcomplex:
         return NULL
-    return _buffer_formats[dt.code][dt.bits >> 3]
+    return _buffer_formats[dt.code][item_bytes(dt)]
+
+
+cdef extern from "dtype_bits.h":
+    bint dli_is_packed(DLDataType dt) noexcept nogil
 
 
 cdef inline bint _is_packed_subbyte(DLDataType dt) noexcept nogil:
-    return dt.bits * dt.lanes < 8
+    """Whether dt's elements are packed, several to a byte (src/dtype_bits.h's rule)."""
+    return dli_is_packed(dt)
 
 
 cdef DType _dtype_from_numpy(object x):
@@ -269,7 +308,9 @@ def dtype(x):
     """Return the DType for `x`: a DType, a name ("float32", "bfloat16", ...; also NumPy's
     sized type strings such as "f4" or "<i8", and "half", "single", "double"), a NumPy dtype
     or scalar type (ml_dtypes types included), a torch dtype, or a (code, bits, lanes)
-    tuple. A name that NumPy and PyTorch read differently ("float", "int") is refused."""
+    tuple; Python's bool, int, float and complex as NumPy reads them (bool, int64, float64,
+    complex128). A name that NumPy and PyTorch read differently ("float", "int") is
+    refused."""
     if type(x) is DType:
         return x
     if type(x) is str:
@@ -288,6 +329,10 @@ def dtype(x):
             raise ValueError(f"no DLPack data type has (code, bits, lanes) = {x!r}")
         return found
     cls = type(x)
+    if cls is type:
+        found = _python_type_dtypes.get(x)
+        if found is not None:
+            return found
     module = getattr(cls, "__module__", "") or ""
     if module == "torch" and cls.__name__ == "dtype":
         name = str(x).rpartition(".")[2]

@@ -39,7 +39,7 @@ cdef int _check_tensor_object(object obj) except -1:
 
 cdef int _xapi_current_stream(DLDeviceType device_type, int32_t device_id,
                               void** out_current_stream) noexcept nogil:
-    if device_type == kDLCUDA or device_type == kDLCUDAManaged:
+    if dli_device_cuda_gpu(device_type):
         out_current_stream[0] = _cuda_current_stream_nogil(device_id)
     else:
         out_current_stream[0] = NULL

@@ -1,9 +1,9 @@
 # Provides: export: Tensor.__dlpack__, to_dlpack, to_capsule and to_managed; one malloc
 # holds the managed struct with its shape and strides, and nothing fails once the capsule is
 # made. The capsule names and deleters the importer recognises as dlinterop's own.
-# Uses: runtime.pxi, devices.pxi, tensor_base.pxi, cuda.pxi (stream order), allocator.pxi
-# (the export counter), copies.pxi (the copy dl_device= or copy=True asks for), placement.pxi
-# (the copy= and stream= rules).
+# Uses: runtime.pxi, devices.pxi, tensor_base.pxi, cuda.pxi (stream order, the devices it
+# reaches), allocator.pxi (the export counter), copies.pxi (the copy dl_device= or copy=True
+# asks for), placement.pxi (the copy= and stream= rules).
 
 cdef const char* NAME_LEGACY = "dltensor"
 cdef const char* NAME_VERSIONED = "dltensor_versioned"
@@ -254,7 +254,7 @@ cdef object _export(Tensor t, object stream, object max_version, object dl_devic
     cdef bint versioned = negotiated >= 0
     cdef uint32_t minor = negotiated if versioned else 0
     if (stream is None and dl_device is None and copy is None
-            and t.dl.device.device_type == kDLCPU):
+            and dli_device_host(t.dl.device.device_type)):
         # The common case: share the memory as it is.
         if versioned:
             return _make_versioned_capsule(t, minor, t.flags & DLPACK_FLAG_BITMASK_READ_ONLY)
@@ -269,14 +269,10 @@ cdef object _export(Tensor t, object stream, object max_version, object dl_devic
                             f"{dl_device!r}")
         target.device_type = <DLDeviceType>_as_int(dl_device[0], "dl_device type")
         target.device_id = _as_int(dl_device[1], "dl_device index")
-    cdef bint on_target = same_device(target, t.dl.device)
-    if not on_target:
-        if copy is False:
-            _refuse_copy(t.dl.device, target)
-        if not _can_copy_to(t.dl.device, target):
+    if _copy_needed(t, target, copy):
+        if not same_device(target, t.dl.device) and not _can_copy_to(t.dl.device, target):
             raise BufferError(f"cannot export a tensor on {_device_of(t)} to device "
                               f"{tuple(dl_device)}: dlinterop cannot reach it")
-    if copy is True or not on_target:
         src = _copy_tensor(t, target)
         flags |= DLPACK_FLAG_BITMASK_IS_COPIED
     elif t.flags & DLPACK_FLAG_BITMASK_READ_ONLY:
@@ -294,7 +290,7 @@ cdef int _check_stream_arg(Tensor t, object stream) except -1:
     cdef int fault = _stream_fault(stream, t.dl.device.device_type)
     if fault:
         _refuse_stream(stream, fault, f"a tensor on {_device_of(t)}")
-    if _is_cuda_memory(t.dl.device.device_type):
+    if dli_device_cuda(t.dl.device.device_type):
         _cuda_stream_wait(t, 1 if stream is None else stream)
     return 0
 

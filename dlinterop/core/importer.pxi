@@ -1,6 +1,6 @@
 # Provides: import: from_dlpack and tensor_from_object, through a producer's exchange
 # table, the native NumPy route or __dlpack__; the exchange API's consumer side (borrow_dltensor).
-# Uses: runtime.pxi, dtypes.pxi, devices.pxi, dltensors.pxi, cuda.pxi, placement.pxi,
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, layouts.pxi, cuda.pxi, placement.pxi,
 # consume.pxi, torch_bits.pxi, numpy_route.pxi, producers.pxi.
 
 cdef tuple _KW_MAX_VERSION = ("max_version",)
@@ -124,6 +124,8 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
         if PyCapsule_CheckExact(obj):
             return _tensor_from_capsule(obj)
         producer = _producer_of(cls)
+        if dli_san_on():
+            dli_san_note_producer(<PyObject*>cls)   # once per type: memory it cannot watch
         if producer.numpy_native != 0:
             if producer.numpy_native < 0:
                 # Recorded while the route was being decided: ask again.
@@ -151,6 +153,8 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
         t = _view_of(<Tensor>obj) if cls is Tensor else _tensor_from_capsule(obj)
     else:
         producer = _producer_of(cls)
+        if dli_san_on():
+            dli_san_note_producer(<PyObject*>cls)
         if not producer.torch:
             pass
         elif copy is not True:
@@ -166,14 +170,15 @@ cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
             kwargs["copy"] = copy
         if current_stream:
             src_type, src_index = obj.__dlpack_device__()
-            if src_type in (kDLCUDA, kDLCUDAManaged):
+            if dli_device_cuda_gpu(_device_type_value(src_type)):
                 kwargs["stream"] = _cuda_current_stream(src_index)
         elif stream is not None:
-            src_type = obj.__dlpack_device__()[0]
+            src_type, src_index = obj.__dlpack_device__()
             fault = _stream_fault(stream, <DLDeviceType><int>src_type)
             if fault:
-                _refuse_stream(stream, fault, f"memory on device {src_type}")
-            if _has_streams(<DLDeviceType><int>src_type):
+                _refuse_stream(stream, fault,
+                               f"memory on {_device_type_name(src_type)}:{src_index}")
+            if dli_device_streams(<int>src_type):
                 kwargs["stream"] = stream
         if device is not None:
             kwargs["dl_device"] = (<int>target.device_type, target.device_id)
@@ -214,7 +219,7 @@ cdef Tensor _import_through_exchange_api(_Producer producer, object obj):
         Py_DecRef(exc_value)
         Py_DecRef(exc_tb)
         return None
-    if m != NULL and m.dl_tensor.device.device_type != kDLCPU:
+    if m != NULL and not dli_device_host(m.dl_tensor.device.device_type):
         if not _cuda_sync_exchange(api, m.dl_tensor.device):
             if m.deleter != NULL:
                 m.deleter(m)
@@ -247,7 +252,7 @@ cdef int borrow_dltensor(object obj, DLTensor* out, bint sharing) except -1:
         # The ordinary import says what is wrong with it; and a DLTensor has no flags, so
         # sub-byte data, which may be padded, comes through a managed tensor that says.
         return 0
-    if out.device.device_type != kDLCPU:
+    if not dli_device_host(out.device.device_type):
         if not _cuda_sync_exchange(api, out.device):
             return 0
     return 1

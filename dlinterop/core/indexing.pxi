@@ -2,7 +2,7 @@
 # a view holding the root memory owner. Keys of exact ints, slices, ... and None are read
 # in C; any other key, and every refusal, goes through the general reader, so both give the
 # same views and the same errors.
-# Uses: runtime.pxi, dtypes.pxi, views.pxi.
+# Uses: runtime.pxi, dtypes.pxi, tensor_base.pxi (_layout_view), views.pxi.
 
 cdef extern from *:
     bint PySlice_Check(PyObject* o) noexcept
@@ -31,10 +31,9 @@ cdef Tensor _getitem_fast(Tensor src, object key):
     cdef Py_ssize_t count = 1, k, start, stop, step, length
     cdef int ndim = 0, axis = 0, used = 0, ellipses = 0, i
     cdef int64_t index, extent, stride, offset = 0, term, itemsize
-    cdef bint packed = (<int64_t>src.dl.dtype.bits * src.dl.dtype.lanes) % 8 != 0
     cdef bint empty = False
     cdef bint is_tuple = PyTuple_CheckExact(single)
-    if packed:
+    if _is_packed_subbyte(src.dl.dtype):
         return None
     if not is_tuple and src.dl.ndim > 0 and _exact_int(single, &index):
         # t[i], the commonest key: the first axis dropped, the rest shared as they are
@@ -43,7 +42,7 @@ cdef Tensor _getitem_fast(Tensor src, object key):
             return None
         if index < 0:
             index += extent
-        itemsize = (<int64_t>src.dl.dtype.bits * src.dl.dtype.lanes) // 8
+        itemsize = item_bytes(src.dl.dtype)
         if __builtin_mul_overflow(index, src.dl.strides[0], &offset) or \
                 __builtin_mul_overflow(offset, itemsize, &offset) or \
                 __builtin_add_overflow(offset, <int64_t>src.dl.byte_offset, &offset):
@@ -130,7 +129,7 @@ cdef Tensor _getitem_fast(Tensor src, object key):
     if empty:
         offset = <int64_t>src.dl.byte_offset
     else:
-        itemsize = (<int64_t>src.dl.dtype.bits * src.dl.dtype.lanes) // 8
+        itemsize = item_bytes(src.dl.dtype)
         if __builtin_mul_overflow(offset, itemsize, &offset) or \
                 __builtin_add_overflow(offset, <int64_t>src.dl.byte_offset, &offset):
             return None
@@ -231,6 +230,6 @@ cdef Tensor _getitem_general(Tensor src, object key):
             empty = True       # no element: where it starts does not matter
     byte_offset = src.dl.byte_offset if empty else _offset_bytes(src, offset, src.dl.dtype)
     if byte_offset is None:
-        raise ValueError(f"a view of {dtype_from_dl(src.dl.dtype).name} elements must start on "
+        raise ValueError(f"a view of {dtype_text(src.dl.dtype)} elements must start on "
                          "a byte boundary")
     return _view_with(src, ndim, shape, strides, byte_offset, src.dl.dtype)

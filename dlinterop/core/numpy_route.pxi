@@ -1,6 +1,6 @@
 # Provides: the native NumPy routes, both ways: exact ndarrays imported through NumPy's C API
 # with no Python call, and the ndarray handed back by to_framework(t, like=numpy).
-# Uses: runtime.pxi, once.pxi, tensor_base.pxi, dltensors.pxi, consume.pxi (the probes'
+# Uses: runtime.pxi, once.pxi, tensor_base.pxi, layouts.pxi, consume.pxi (the probes'
 # capsules).
 #
 # NumPy publishes no exchange table, so an exact numpy.ndarray is read through NumPy's C
@@ -12,6 +12,8 @@
 cdef extern from "numpy_route.h":
     int dli_numpy_built() noexcept
     int dli_numpy_init() noexcept
+    int dli_numpy_is_array(PyObject* obj) noexcept
+    const int64_t* dli_layout_interned(const int64_t* layout, int n) noexcept
     int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim,
                        int* readonly) noexcept
     PyObject* dli_numpy_wrap(const DLTensor* t, int readonly, PyObject* base) noexcept
@@ -34,9 +36,7 @@ cdef Tensor _import_numpy_native(object array):
     if dli_numpy_view(<PyObject*>array, &dl, storage, MAX_NDIM, &readonly) != 0:
         return None
     _validate_dltensor(&dl)
-    cdef Tensor t = _wrap_dltensor(&dl, DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0)
-    t.owner_ref = array
-    return t
+    return _wrap_dltensor(&dl, DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0, array)
 
 
 cdef int _numpy_native_for(type cls) except -2:

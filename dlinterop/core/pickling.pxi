@@ -1,6 +1,6 @@
 # Provides: pickling by value: a Tensor's bytes as an out-of-band buffer (_RawBytes) and
 # _rebuild_tensor, which trusts nothing in the pickled state.
-# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, dltensors.pxi,
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, layouts.pxi,
 # allocator.pxi, copies.pxi, bridge.pxi.
 
 # A Tensor pickled before protocol 5 travels as bytes in the pickle. From 1 MiB on, they
@@ -48,7 +48,7 @@ cdef tuple _reduce_tensor(Tensor self, object protocol):
     """Tensor.__reduce_ex__: by value. With protocol 5 the bytes are one flat buffer, out of
     band when the pickler has a buffer_callback (zero-copy); with older protocols they are
     bytes in the pickle, after padding from 1 MiB on (see _BYTES_PAD)."""
-    if not host_accessible(self.dl.device.device_type):
+    if not dli_device_host_readable(self.dl.device.device_type):
         raise TypeError(f"a tensor on {_device_of(self)} cannot be pickled; "
                         "move it with .to('cpu') first")
     src = self if is_c_contiguous(&self.dl) else _copy_tensor(self, self.dl.device)
@@ -132,7 +132,7 @@ def _tensor_over_frame(data, shape, dtype_triple, readonly):
     cdef int64_t dims[MAX_NDIM]
     ndim, dt, view = _checked_state(data, shape, dtype_triple, readonly, dims)
     cdef Tensor base = _tensor_from_buffer(view)
-    cdef Tensor t = _tensor_over(base.dl.data, ndim, dims, NULL, dt, _CPU, base.readonly,
+    cdef Tensor t = _tensor_over(base.dl.data, ndim, dims, NULL, dt, _CPU, _is_readonly(base),
                                  base.owner_ref)
     if readonly:
         t.flags |= DLPACK_FLAG_BITMASK_READ_ONLY

@@ -1,9 +1,10 @@
 # Provides: where a Tensor goes and whether it may be copied to get there, decided once for
 # every route (export, import, asarray, creation, Tensor.to): the copy= rule with CopyError
-# and its refusals, the stream= rule with the one set of devices that have streams, the
-# alignment rule of device memory, and the tails that place a Tensor on its target device
-# (_placed for what was imported, _on_device for what was made on the host, _tensor_to).
-# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, copies.pxi.
+# and its refusals (_copy_needed: whether a move is a copy, for export and Tensor.to), the
+# stream= rule (which devices have streams: the table of device kinds), the alignment rule
+# of device memory, and the tails that place a Tensor on its target device (_placed for
+# what was imported, _on_device for what was made on the host, _tensor_to).
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, copies.pxi.
 
 class CopyError(BufferError, ValueError):
     """A copy would be needed, and copy=False forbids it."""
@@ -24,9 +25,21 @@ cdef int _refuse_copy(DLDevice source, DLDevice target) except -1:
                     "needs a copy, and copy=False was given")
 
 
+cdef inline bint _copy_needed(Tensor t, DLDevice target, object copy) except -1:
+    """Whether t, placed on `target` as copy= (checked) asks, is a copy: where t lives
+    elsewhere, or copy=True; CopyError where copy=False forbids the copy the move takes.
+    The copy, and whether dlinterop can reach `target`, are the caller's (export,
+    Tensor.to)."""
+    if same_device(target, t.dl.device):
+        return copy is True
+    if copy is False:
+        _refuse_copy(t.dl.device, target)
+    return True
+
+
 cdef int _refuse_repacked(Tensor t) except -1:
     """The copy=False refusal of padded sub-byte data: one message for every route."""
-    raise CopyError(f"the producer's {dtype_from_dl(t.dl.dtype).name} data is padded (one "
+    raise CopyError(f"the producer's {dtype_text(t.dl.dtype)} data is padded (one "
                     "element per byte: DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, or a NumPy "
                     "array of an ml_dtypes sub-byte type), and dlinterop holds sub-byte types "
                     "packed, which takes a copy; copy=False forbids it (pass copy=True or "
@@ -36,17 +49,13 @@ cdef int _refuse_repacked(Tensor t) except -1:
 # -- streams ----------------------------------------------------------------------------
 # DLPack's Python specification (https://dmlc.github.io/dlpack/latest/python_spec.html)
 # passes a stream for memory a GPU runtime orders. dlinterop applies one rule on every
-# route: the devices below take an int stream (-1: no ordering; CUDA refuses 0, which is
-# ambiguous there, ROCm takes it as its default stream), every other device None or -1.
-# Export orders CUDA memory on the consumer's stream; dlinterop issues no work on ROCm
-# memory (it has no ROCm runtime), so there is nothing to order there. Import passes the
-# stream on to the producer; Tensor.to issues its copy on it.
-
-cdef inline bint _has_streams(DLDeviceType device_type) noexcept nogil:
-    return (device_type == kDLCUDA or device_type == kDLCUDAManaged
-            or device_type == kDLCUDAHost or device_type == kDLROCM
-            or device_type == kDLROCMHost)
-
+# route, and the table of device kinds (src/device_kinds.h) says which devices it calls
+# for: a device with streams takes an int stream (-1: no ordering; 0 where it is the
+# runtime's default stream, as on ROCm, and refused where it is ambiguous, as on CUDA),
+# every other device None or -1. Export orders the CUDA layer's memory on the consumer's
+# stream; dlinterop issues no work on ROCm memory (it has no ROCm runtime), so there is
+# nothing to order there. Import passes the stream on to the producer; Tensor.to issues its
+# copy on it.
 
 cdef int _check_stream_type(object stream) except -1:
     """TypeError unless `stream` (not None) is an int, checked before anything is asked of a
@@ -71,11 +80,11 @@ cdef int _stream_fault(object stream, DLDeviceType device_type) except -1:
     if stream is None:
         return STREAM_FINE
     _check_stream_type(stream)
-    if not _has_streams(device_type):
+    if not dli_device_streams(device_type):
         return STREAM_FINE if stream == -1 else STREAM_NOT_WITHOUT_STREAMS
     if stream < -1:
         return STREAM_INVALID
-    if stream == 0 and device_type != kDLROCM and device_type != kDLROCMHost:
+    if stream == 0 and not dli_device_stream_zero(device_type):
         return STREAM_ZERO_ON_CUDA
     return STREAM_FINE
 
@@ -93,11 +102,13 @@ cdef int _refuse_stream(object stream, int fault, str memory) except -1:
 # -- alignment --------------------------------------------------------------------------
 
 cdef int _check_alignment(DLDevice device, Py_ssize_t alignment) except -1:
-    """ValueError for an alignment the device's allocator cannot honour (CUDA's allocations
-    are 256-byte aligned, and no larger alignment can be asked of it)."""
-    if device.device_type != kDLCPU and alignment > 256:
-        raise ValueError(f"CUDA allocations are 256-byte aligned; alignment={alignment} "
-                         "cannot be honoured")
+    """ValueError for an alignment the device's allocator cannot honour: the table's
+    alignment column (the CUDA layer's allocations are 256-byte aligned, and no larger
+    alignment can be asked of it; the host's take any)."""
+    cdef const dli_device_kind* kind = dli_device_kind_of(device.device_type)
+    if kind != NULL and kind.alignment != 0 and alignment > kind.alignment:
+        raise ValueError(f"{kind.name.decode()} allocations are {kind.alignment}-byte "
+                         f"aligned; alignment={alignment} cannot be honoured")
     return 0
 
 
@@ -137,15 +148,13 @@ cdef Tensor _tensor_to(Tensor self, object device, object copy, object stream):
     cdef DLDevice target = _parse_device(device)
     check_copy_arg(copy)
     # The copy runs on the runtime of the side with streams (the target's, else the source's).
-    cdef DLDevice runs_on = target if _has_streams(target.device_type) else self.dl.device
+    cdef DLDevice runs_on = target if dli_device_streams(target.device_type) else self.dl.device
     cdef int fault = _stream_fault(stream, runs_on.device_type)
     if fault:
         _refuse_stream(stream, fault,
                        f"a copy from {_device_of(self)} to {device_from_dl(target)}")
-    if same_device(target, self.dl.device) and copy is not True:
+    if not _copy_needed(self, target, copy):
         return self
-    if copy is False:
-        _refuse_copy(self.dl.device, target)
-    if stream is None or stream == -1 or not _is_cuda_memory(runs_on.device_type):
+    if stream is None or stream == -1 or not dli_device_cuda(runs_on.device_type):
         return _copy_tensor(self, target)     # (ROCm memory: the copy says it cannot)
     return _copy_on_stream(self, target, stream)

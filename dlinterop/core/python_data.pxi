@@ -3,8 +3,8 @@
 # (_tensor_from_data), counted as they are read (len() may lie), their type inferred and
 # promoted as PyTorch and NumPy promote.
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi (_CPU), allocator.pxi (_allocate), placement.pxi
-# (_on_device), creation.pxi (new Tensors, _store_values, the inferred types, dtype
-# arguments).
+# (_on_device), numbers.pxi (NumPy scalars and 0-d arrays), encoding.pxi (_store_values,
+# _fits_int), creation.pxi (new Tensors, the inferred types, dtype arguments).
 
 # arange writes its values in chunks of this many (a multiple of 8, so that every chunk of
 # a packed sub-byte type starts on a byte): memory follows the Tensor, not a list of them all.
@@ -12,10 +12,13 @@ cdef int64_t _ARANGE_CHUNK = 1 << 16
 
 
 def arange(start, stop=None, step=1, *, dtype=None, device="cpu"):
-    """Evenly spaced values in [start, stop), as NumPy's arange (one argument: [0, start)).
+    """Evenly spaced values in [start, stop), as NumPy's arange (one argument: [0, start);
+    a NumPy scalar or a 0-d array counts as the Python number it holds, as in NumPy).
     Without a dtype: int64 when start, stop and step are ints, else float32 (dl.full's rule)."""
     if stop is None:
         start, stop = 0, start
+    if not (type(start) is int and type(stop) is int and type(step) is int):
+        start, stop, step = _number_of(start), _number_of(stop), _number_of(step)
     cdef Tensor t = _arange_common(start, stop, step, dtype)
     if t is None:
         t = _arange_general(start, stop, step, dtype)
@@ -151,10 +154,12 @@ cdef int _kind_of(object value) except -1:
 cdef DType _scalar_dtype(object value):
     """The type one number in Python data asks for: Python's bool, int, float and complex
     the types dl.full infers (bool, int64, float32, complex64: PyTorch's defaults), a NumPy
-    scalar its own type (as torch.tensor reads np.float64 or np.bool_)."""
+    scalar or a 0-d array its own type (as torch.tensor reads np.float64 or np.bool_)."""
     cls = type(value)
     if cls is float:
         return _INFERRED_DTYPES[2]
+    if cls is Tensor and (<Tensor>value).dl.ndim == 0:   # a 0-d array: its own type
+        return dtype_from_dl((<Tensor>value).dl.dtype)
     if cls is int:
         return _INFERRED_DTYPES[1]
     if cls is bool:
@@ -224,7 +229,10 @@ cdef int _count_into(object data, list flat, list shape, int depth) except -1:
     """Appends the numbers of `data` (a number, or nested lists, tuples or ranges of them) to
     `flat` in C order and checks that they form a rectangle, whose extents `shape` holds
     once the first path down has set them. Every extent is what iterating yielded, counted
-    here: len() may lie, and a sequence may change while it is read."""
+    here: len() may lie, and a sequence may change while it is read. An array of no axis is
+    a number of its own type: NumPy's appended as its NumPy scalar, another as a 0-d Tensor
+    (then 1 is returned, else 0)."""
+    cdef int found = 0
     if isinstance(data, (list, tuple, range)):
         if depth == MAX_NDIM:
             refuse_ndim(depth + 1, ValueError)
@@ -236,14 +244,23 @@ cdef int _count_into(object data, list flat, list shape, int depth) except -1:
         elif shape[depth] != len(items):
             raise ValueError(_ragged(depth, shape[depth], len(items)))
         for item in items:
-            _count_into(item, flat, shape, depth + 1)
-        return 0
+            found |= _count_into(item, flat, shape, depth + 1)
+        return found
     if isinstance(data, (str, bytes, bytearray)):
         raise TypeError(f"a tensor holds numbers, not {type(data).__name__}")
     if depth != len(shape):
         raise ValueError(_ragged(depth, shape[depth] if depth < len(shape) else None, None))
+    if type(data) is not float and type(data) is not int and not _is_python_number(data):
+        scalar = _numpy_scalar_of(data)
+        if scalar is not None:
+            data = scalar
+        else:
+            zero_d = _zero_d(data)
+            if zero_d is not None:
+                data = zero_d
+                found = 1
     flat.append(data)
-    return 0
+    return found
 
 
 cdef str _ragged(int depth, object expected, object found):
@@ -257,10 +274,10 @@ cdef str _held(object extent):
 
 cdef Tensor _tensor_from_data(object data, object dtype_like, object device):
     """A new Tensor holding Python data (a number, or nested lists, tuples or ranges of
-    numbers, NumPy scalars among them)."""
+    numbers, NumPy scalars and arrays of no axis among them)."""
     cdef list flat = []
     cdef list shape = []
-    _count_into(data, flat, shape, 0)
+    cdef bint arrays = _count_into(data, flat, shape, 0)
     cdef DType dt
     cdef DType inferred
     if dtype_like is None:
@@ -279,6 +296,8 @@ cdef Tensor _tensor_from_data(object data, object dtype_like, object device):
                 _scalar_dtype(v)       # the same TypeError for what is not a number
     if dt.dl.lanes != 1:
         raise TypeError(f"{dt.name} is a vector type: build it with dl.full")
+    if arrays:
+        flat = [_scalar_of(<Tensor>v) if type(v) is Tensor else v for v in flat]
     cdef Tensor t = _new_from_python(tuple(shape), dt, "cpu", DEFAULT_ALIGNMENT, False, False)
     if flat:
         _store_values(t, flat, 0)

@@ -73,8 +73,9 @@ cdef extern from "runtime.h" nogil:
     bint __builtin_add_overflow(int64_t a, int64_t b, int64_t* out)
 
 
-# Free-threaded CPython (no GIL): what the GIL used to serialise is made safe here with
-# atomics, a lock for the one-time set-ups, and a critical section per capsule consumed.
+# Free-threaded CPython (no GIL): what the GIL used to serialise is made safe with atomics
+# (declared here), a compare-and-swap claim for the one-time set-ups, which hold no lock
+# (once.pxi), and a critical section per capsule consumed (consume.pxi).
 cdef extern from "atomics.h":
     void dli_atomic_add(Py_ssize_t* p, Py_ssize_t v) noexcept nogil
     Py_ssize_t dli_atomic_load(const Py_ssize_t* p) noexcept nogil
@@ -90,6 +91,7 @@ cdef extern from "sanitizer.h":
     int dli_san_start(size_t quarantine_count, size_t quarantine_bytes, int frames) except -1
     void dli_san_stop() noexcept
     int dli_san_recording() noexcept nogil
+    void dli_san_write_reports(int written) noexcept
     Py_ssize_t dli_san_report_total() noexcept
     void dli_san_exported(const void* block, PyObject* capsule) noexcept
     # Safe without the GIL too (the exchange allocator's tensors).
@@ -98,9 +100,14 @@ cdef extern from "sanitizer.h":
     int dli_san_export_released(void* block) noexcept nogil
     void dli_san_released_after_shutdown(const void* block) noexcept nogil
     void dli_san_import_released(const void* key) noexcept
+    void dli_san_imported(void* managed, int versioned, const char* what) noexcept
     void dli_san_consumed_twice(const void* key, const char* name) noexcept
+    int dli_san_watch(void* managed, int versioned, const char* what) noexcept
+    void dli_san_note_producer(PyObject* type) noexcept
+    int dli_san_report_to(int fd, int write_notes) except -1
     object dli_san_live()
     object dli_san_reports(int clear)
+    object dli_san_notes()
 
 # An exact int's value read without a call (src/small_long.h).
 cdef extern from "small_long.h":

@@ -1,7 +1,7 @@
 # Provides: Tensors in shared memory, which other processes can map (_SharedMemory, the
 # owner of every Tensor over one segment; _allocate_shared), and the handle they cross
 # process boundaries as (_shared_handle out; _segment_from_fd, _tensor_in_segment in).
-# Uses: devices.pxi, tensor_base.pxi, dltensors.pxi, allocator.pxi.
+# Uses: devices.pxi, tensor_base.pxi, layouts.pxi, allocator.pxi.
 
 cdef extern from "shared_memory.h" nogil:
     int DLI_SHM_NOT_SEGMENT

@@ -1,20 +1,29 @@
 # Provides: the Tensor class: owned, aligned buffers or imported managed tensors, their
-# attributes, the buffer protocol, and deallocation that never recurses without bound.
-# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, copies.pxi,
-# placement.pxi, export.pxi, shared.pxi, cuda_ipc.pxi, pickling.pxi, views.pxi,
-# indexing.pxi, conversions.pxi.
+# attributes, and the methods that forward to the files above (its deallocation to
+# release.pxi, its buffer protocol to buffer_export.pxi); arithmetic operators that refuse,
+# pointing to the frameworks (_no_arithmetic).
+# Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, cuda.pxi, casts.pxi,
+# placement.pxi, export.pxi, shared.pxi, cuda_ipc.pxi, pickling.pxi, views.pxi, reshape.pxi,
+# orders.pxi, indexing.pxi, assignment.pxi, conversions.pxi, release.pxi, buffer_export.pxi.
 #
-# Last, because its methods forward to the files above; those make and read Tensors through
-# its C fields (declared in _core.pxd) and tensor_base.pxi, never through its methods.
+# After every file that makes or reads a Tensor (only same_build.pxi, which names the class,
+# follows), because its methods forward to the files above; those make and read Tensors
+# through its C fields (declared in _core.pxd) and tensor_base.pxi, never its methods.
 
-# Deallocation's releases, queued past a depth rather than recursing (src/release_queue.h).
-cdef extern from "release_queue.h":
-    bint dli_release_too_deep() noexcept
-    void dli_release_later(DLManagedTensorVersioned* versioned, DLManagedTensor* legacy,
-                           PyObject* owner) noexcept
-    void dli_release_enter() noexcept
-    void dli_release_leave() noexcept
-    void dli_incref "Py_INCREF" (PyObject* obj) noexcept
+# dlinterop is not an array library: the arithmetic operators refuse, saying where the
+# math is done. Raised, not NotImplemented, whatever the other operand: the answer is the
+# same for all of them, and an operand whose own operator takes a Tensor (a NumPy array
+# reads it without a copy) runs first anyway when it is on the left.
+cdef object _no_arithmetic(object left, object right, str op):
+    """TypeError for `left op right` (op ending in "(": a unary operator on left)."""
+    if op.endswith("("):
+        head = f"bad operand type for {op.rstrip('(')}: '{type(left).__name__}'"
+    else:
+        head = (f"unsupported operand type(s) for {op}: '{type(left).__name__}' and "
+                f"'{type(right).__name__}'")
+    raise TypeError(head + ": dlinterop moves memory and does no math; do it in NumPy or "
+                    "PyTorch, which take the Tensor without a copy: np.from_dlpack(t) + 1 "
+                    "(docs/quickstart.md, \"Math\")")
 
 
 # No GC support, like NumPy's ndarray: a Tensor's only object reference is its owner,
@@ -48,49 +57,7 @@ cdef class Tensor:
                         "dl.full, dl.from_dlpack or dl.asarray")
 
     def __dealloc__(self):
-        cdef DLManagedTensorVersioned* mv = self.managed_versioned
-        cdef DLManagedTensor* ml = self.managed_legacy
-        cdef PyObject* owner
-        self.managed_versioned = NULL
-        self.managed_legacy = NULL
-        if self.alloc_base != NULL:
-            if self.dl.device.device_type == kDLCPU:
-                dli_host_free(self.alloc_base, self.alloc_nbytes)
-            else:
-                _device_free(self.alloc_base, self.alloc_nbytes, self.dl.device)
-            self.alloc_base = NULL
-        if self.shape_strides != self.inline_storage:
-            free(self.shape_strides)
-            self.shape_strides = self.inline_storage
-        # Releasing the managed tensor or the owner may free other Tensors (a chain through
-        # other frameworks' tensors: torch -> dlinterop -> torch ...), each from inside the
-        # last one's deallocation; past a depth the releases are queued for the outermost
-        # deallocation, as CPython's trashcan does for containers.
-        if dli_release_too_deep():
-            if dli_san_on() and (mv != NULL or ml != NULL):
-                dli_san_import_released(<void*>mv if mv != NULL else <void*>ml)
-            owner = <PyObject*>self.owner_ref
-            dli_incref(owner)
-            self.owner_ref = None
-            dli_release_later(mv, ml, owner)
-            return
-        dli_release_enter()
-        # Only an imported tensor has one: its sanitizer hook costs the others nothing.
-        if mv != NULL:
-            if dli_san_on():
-                dli_san_import_released(mv)
-            if mv.deleter != NULL:
-                mv.deleter(mv)
-        if ml != NULL:
-            if dli_san_on():
-                dli_san_import_released(ml)
-            if ml.deleter != NULL:
-                ml.deleter(ml)
-        # Dropped here, where Cython keeps any pending exception aside, not in the generated
-        # clean-up after this method: an owner's destructor (a foreign capsule's, say) may
-        # run Python code, which must not see an exception in flight.
-        self.owner_ref = None
-        dli_release_leave()
+        _release_tensor(self)
 
     cdef DLTensor* dltensor(self) noexcept nogil:
         return &self.dl
@@ -209,12 +176,18 @@ cdef class Tensor:
     def __dlpack_device__(self):
         return _dlpack_device_tuple(self.dl.device)
 
-    # -- views (views.pxi, indexing.pxi): the same memory, another layout ----------------
+    # -- views (views.pxi, reshape.pxi, indexing.pxi): the same memory, another layout ---
 
     def __getitem__(self, key):
         """Basic indexing, a view: integers, slices (negative steps too), ``...`` and
         ``None``. The view holds the memory's owner and is read-only when this Tensor is."""
         return _getitem(self, key)
+
+    def __setitem__(self, key, value):
+        """Assignment into the elements ``self[key]`` selects (any key indexing takes): a
+        number, Python data, a Tensor or any array dl.asarray takes, broadcast and cast as
+        NumPy assigns (assignment.pxi)."""
+        _setitem(self, key, value)
 
     @property
     def T(self):
@@ -296,21 +269,56 @@ cdef class Tensor:
             raise TypeError(f"only integer tensors can be an index, not {self.dtype.name}")
         return _index_value(self)
 
-    # == and != compare values element by element, as NumPy's and PyTorch's arrays do,
+    # The comparisons compare values element by element, as NumPy's and PyTorch's arrays do,
     # giving a bool Tensor (so `if t == u` asks for one truth value of several, and raises);
     # the hash stays the identity's, as PyTorch keeps it, so that Tensors still key dicts.
-    def __eq__(self, other):
-        return _compare(self, other, False)
+    def __eq__(self, other): return _compare(self, other, Py_EQ)
+    def __ne__(self, other): return _compare(self, other, Py_NE)
+    def __lt__(self, other): return _compare(self, other, Py_LT)
+    def __le__(self, other): return _compare(self, other, Py_LE)
+    def __gt__(self, other): return _compare(self, other, Py_GT)
+    def __ge__(self, other): return _compare(self, other, Py_GE)
 
-    def __ne__(self, other):
-        return _compare(self, other, True)
+    # No arithmetic (_no_arithmetic above): in-place operators fall back to these.
+    def __add__(self, other): return _no_arithmetic(self, other, "+")
+    def __radd__(self, other): return _no_arithmetic(other, self, "+")
+    def __sub__(self, other): return _no_arithmetic(self, other, "-")
+    def __rsub__(self, other): return _no_arithmetic(other, self, "-")
+    def __mul__(self, other): return _no_arithmetic(self, other, "*")
+    def __rmul__(self, other): return _no_arithmetic(other, self, "*")
+    def __matmul__(self, other): return _no_arithmetic(self, other, "@")
+    def __rmatmul__(self, other): return _no_arithmetic(other, self, "@")
+    def __truediv__(self, other): return _no_arithmetic(self, other, "/")
+    def __rtruediv__(self, other): return _no_arithmetic(other, self, "/")
+    def __floordiv__(self, other): return _no_arithmetic(self, other, "//")
+    def __rfloordiv__(self, other): return _no_arithmetic(other, self, "//")
+    def __mod__(self, other): return _no_arithmetic(self, other, "%")
+    def __rmod__(self, other): return _no_arithmetic(other, self, "%")
+    def __divmod__(self, other): return _no_arithmetic(self, other, "divmod()")
+    def __rdivmod__(self, other): return _no_arithmetic(other, self, "divmod()")
+    def __pow__(self, other, mod=None): return _no_arithmetic(self, other, "** or pow()")
+    def __rpow__(self, other, mod=None): return _no_arithmetic(other, self, "** or pow()")
+    def __lshift__(self, other): return _no_arithmetic(self, other, "<<")
+    def __rlshift__(self, other): return _no_arithmetic(other, self, "<<")
+    def __rshift__(self, other): return _no_arithmetic(self, other, ">>")
+    def __rrshift__(self, other): return _no_arithmetic(other, self, ">>")
+    def __and__(self, other): return _no_arithmetic(self, other, "&")
+    def __rand__(self, other): return _no_arithmetic(other, self, "&")
+    def __or__(self, other): return _no_arithmetic(self, other, "|")
+    def __ror__(self, other): return _no_arithmetic(other, self, "|")
+    def __xor__(self, other): return _no_arithmetic(self, other, "^")
+    def __rxor__(self, other): return _no_arithmetic(other, self, "^")
+    def __neg__(self): return _no_arithmetic(self, None, "unary -(")
+    def __pos__(self): return _no_arithmetic(self, None, "unary +(")
+    def __invert__(self): return _no_arithmetic(self, None, "unary ~(")
+    def __abs__(self): return _no_arithmetic(self, None, "abs()(")
 
     def __hash__(self):
         return object.__hash__(self)
 
     def __contains__(self, value):
         """True when some element equals `value` (NumPy's `(t == value).any()`)."""
-        result = _compare(self, value, False)
+        result = _compare(self, value, Py_EQ)
         if result is NotImplemented:
             return False
         return any(_read_values(<Tensor>result, True))
@@ -325,13 +333,30 @@ cdef class Tensor:
         """This Tensor when it is C-contiguous, else a C-contiguous copy (same device)."""
         return _contiguous(self)
 
-    # -- copies -------------------------------------------------------------------------
+    # -- copies and casts (copies.pxi, casts.pxi) ---------------------------------------
 
-    def copy(self, *, device=None):
-        """A new owned, C-contiguous Tensor with the same values, on `device` (default:
-        the same device)."""
+    def astype(self, dtype, *, copy=True):
+        """A new C-contiguous Tensor of `dtype` holding these values, cast as NumPy's astype
+        casts (integers wrap; NaN or a value out of an integer type's range is refused);
+        with copy=False, this Tensor itself when it already has that type."""
+        return _astype(self, dtype, copy)
+
+    def copy(self, order="C", *, device=None):
+        """A new Tensor owning its memory with the same values, on `device` (default: the
+        same device): C-contiguous, or laid out in NumPy's `order` ("F": Fortran order, "A":
+        "F" when this Tensor is Fortran- and not C-contiguous, "K": as its axes lie)."""
         cdef DLDevice target = self.dl.device if device is None else _parse_device(device)
-        return _copy_tensor(self, target)
+        return _copy_in_order(self, target, order)
+
+    def flatten(self, order="C"):
+        """A new one-axis Tensor with these values, always a copy (NumPy's flatten; `order`
+        as in copy: the order the values are read in)."""
+        return _flattened(self, order)
+
+    def ravel(self, order="C"):
+        """These values on one axis: a view where the strides allow it, else a copy, as
+        NumPy's ravel (`order` as in flatten)."""
+        return _raveled(self, order)
 
     def to(self, device, *, copy=None, stream=None):
         """This Tensor when it already lives on `device` and copy is not True, else a copy.
@@ -347,61 +372,10 @@ cdef class Tensor:
     # -- buffer protocol ----------------------------------------------------------------
 
     def __getbuffer__(self, Py_buffer* buf, int flags):
-        # Read from the C fields alone: no Python attribute, no DType lookup (the error
-        # messages aside).
-        cdef const char* fmt = _buffer_format_of(self.dl.dtype)
-        cdef int64_t itemsize = item_bytes(self.dl.dtype)
-        cdef Py_ssize_t* byte_strides = NULL
-        cdef int64_t length
-        cdef int ndim = self.dl.ndim
-        cdef int i
-        cdef bint strides_wanted = (flags & PyBUF_STRIDES) == PyBUF_STRIDES
-        cdef bint one_axis
-        if not host_accessible(self.dl.device.device_type):
-            raise BufferError(f"memory on {self.device} is not host-accessible; "
-                              f"{_host_hint(self.dl.device)}")
-        if fmt == NULL:
-            raise BufferError(f"the buffer protocol has no format for {self.dtype.name}; "
-                              "use DLPack (from_dlpack) to exchange it")
-        if (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE and _is_readonly(self):
-            raise BufferError("tensor is read-only")
-        # The layout is looked at only for a request that names one (a strided request,
-        # NumPy's and memoryview's, takes any).
-        if not strides_wanted or (flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS:
-            if not is_c_contiguous(&self.dl):
-                raise BufferError("tensor is not C-contiguous")
-        if (flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS and ndim > 1:
-            raise BufferError("tensor is not Fortran-contiguous")
-        if ((flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS
-                and not is_c_contiguous(&self.dl)):
-            raise BufferError("tensor is not contiguous")
-        if __builtin_mul_overflow(element_count(&self.dl), itemsize, &length):
-            # A broadcast view can name more bytes than an address space holds.
-            raise BufferError(f"a buffer of {self.size} x {itemsize} bytes cannot be described")
-        # One contiguous axis: its stride is the item size, which the buffer holds itself
-        # (buf.strides points at buf.itemsize, as CPython's array does): nothing to allocate.
-        one_axis = ndim == 1 and self.dl.strides[0] == 1
-        if ndim > 0 and strides_wanted and not one_axis:
-            byte_strides = <Py_ssize_t*>malloc(ndim * sizeof(Py_ssize_t))
-            if byte_strides == NULL:
-                raise MemoryError()
-            for i in range(ndim):
-                byte_strides[i] = <Py_ssize_t>(self.dl.strides[i] * itemsize)
-        buf.buf = <char*>self.dl.data + self.dl.byte_offset
-        buf.obj = self
-        buf.len = <Py_ssize_t>length
-        buf.readonly = _is_readonly(self)
-        buf.itemsize = <Py_ssize_t>itemsize
-        buf.format = <char*>fmt if (flags & PyBUF_FORMAT) == PyBUF_FORMAT else NULL
-        buf.ndim = ndim
-        buf.shape = <Py_ssize_t*>self.dl.shape if (flags & PyBUF_ND) == PyBUF_ND else NULL
-        buf.strides = &buf.itemsize if strides_wanted and one_axis else byte_strides
-        buf.suboffsets = NULL
-        buf.internal = byte_strides   # freed by __releasebuffer__ (NULL: nothing to free)
+        _fill_buffer(self, buf, flags)
 
     def __releasebuffer__(self, Py_buffer* buf):
-        free(buf.internal)
-        buf.internal = NULL
+        _release_buffer(buf)
 
     # -- pickle -------------------------------------------------------------------------
 

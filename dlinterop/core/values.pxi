@@ -54,10 +54,10 @@ cdef Py_ssize_t _code_values_state = SETUP_UNDECIDED
 _register_setup("value_tables", &_code_values_state)
 
 
-cdef Py_ssize_t _fill_code_values(object unused) except -4:
-    """Fills the table of every small float format from dlinterop._lib.minifloat's decode,
-    so that each value (NaN, the infinities and -0.0 too) is the very float the Python
-    reader, dlinterop._lib.values, gives."""
+cdef int _code_values_into(double* values, PyObject** objects) except -1:
+    """Fills `values` (and `objects`, unless NULL), laid out as _code_values, from
+    dlinterop._lib.minifloat's decode, so that each value (NaN, the infinities and -0.0
+    too) is the very float the Python reader, dlinterop._lib.values, gives."""
     from dlinterop._lib import minifloat
     cdef DType dt
     cdef int code
@@ -69,10 +69,17 @@ cdef Py_ssize_t _fill_code_values(object unused) except -4:
         if dt.dl.lanes == 1 and 0 <= code < DLI_TABLE_FORMATS:
             for c in range(1 << dt.dl.bits):
                 at = code * DLI_TABLE_CODES + c
-                _code_values[at] = minifloat.decode(dt.name, c)
-                value = _code_values[at]   # a float object
-                Py_INCREF(value)   # the table's own reference
-                _code_objects[at] = <PyObject*>value
+                values[at] = minifloat.decode(dt.name, c)
+                if objects != NULL:
+                    value = values[at]   # a float object
+                    Py_INCREF(value)   # the table's own reference
+                    objects[at] = <PyObject*>value
+    return 0
+
+
+cdef Py_ssize_t _fill_code_values(object unused) except -4:
+    """Fills the shared tables of every small float format (_code_values_into)."""
+    _code_values_into(_code_values, _code_objects)
     return 1
 
 
@@ -112,7 +119,7 @@ cdef inline dli_scalar_kind _read_scalar(Tensor t, dli_scalar* out) noexcept:
     type of one lane (what was read: a dli_scalar_kind), else DLI_SCALAR_NONE (and for a
     small float format until its table is filled): item(), float(t) ... without a reader."""
     cdef dli_scalar_kind kind
-    if element_count(&t.dl) != 1 or not host_accessible(t.dl.device.device_type):
+    if element_count(&t.dl) != 1 or not dli_device_host_readable(t.dl.device.device_type):
         return DLI_SCALAR_NONE
     kind = dli_scalar_at(t.dl.dtype, <const char*>t.dl.data + t.dl.byte_offset, NULL, out)
     if kind == DLI_SCALAR_NONE and dli_atomic_load(&_code_values_state) == 1:

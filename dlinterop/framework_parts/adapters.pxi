@@ -84,6 +84,15 @@ def _to_mlx(t):
     return mx.array(t, dtype=kind)
 
 
+def _to_warp(t):
+    """wp.from_dlpack(t), with Warp's runtime started first, as Warp's own entry points
+    (wp.array, wp.from_numpy) start it: its from_dlpack alone raises RuntimeError in a
+    process where nothing else has. wp.init() does nothing once the runtime runs."""
+    wp = importlib.import_module("warp")
+    wp.init()
+    return wp.from_dlpack(t)
+
+
 cdef void _set_rules(_Adapter a, str top):
     a.drops_read_only = top in _NO_READ_ONLY
     a.no_negative_strides = top in _NO_NEGATIVE_STRIDES
@@ -121,6 +130,8 @@ cdef object _from_dlpack_of(str top, str what, str module_name=None, type cls=No
         return pa.Array.from_dlpack
     if top == "cuda" and (module_name or "").startswith("cuda.core"):
         return _strided_memory_view
+    if top == "warp":
+        return _to_warp
     # import_module, not sys.modules: it waits out an import of `top` in another thread.
     function = getattr(importlib.import_module(top), "from_dlpack", None)
     if function is None or not callable(function):
@@ -163,8 +174,9 @@ cdef _Adapter _adapter_for_module(object module):
         table_type = getattr(importlib.import_module(where[0]), where[1], None)
         if isinstance(table_type, type):
             a.table_type = table_type
-    # MLX's own from_dlpack narrows dtypes: its hand-back is _to_mlx, whichever module.
-    function = None if top == "mlx" else getattr(module, "from_dlpack", None)
+    # MLX's own from_dlpack narrows dtypes and Warp's needs its runtime started: their
+    # hand-backs are _to_mlx and _to_warp, whichever of their modules is named.
+    function = None if top in ("mlx", "warp") else getattr(module, "from_dlpack", None)
     if function is None or not callable(function):
         function = _from_dlpack_of(top, f"module {module.__name__!r}", module.__name__)
     a.from_dlpack = function

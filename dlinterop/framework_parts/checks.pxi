@@ -6,7 +6,7 @@ cdef ArgSpec arg_spec() noexcept nogil:
     cdef ArgSpec spec
     spec.ndim = -1
     spec.dtype_code = -1
-    spec.dtype_bits = 0
+    spec.dtype_bits = -1
     spec.device_type = -1
     spec.c_contiguous = False
     spec.writable = False
@@ -21,30 +21,44 @@ cdef str _device_text(int device_type):
     cdef DLDevice dev
     dev.device_type = <DLDeviceType>device_type
     dev.device_id = 0
-    try:
-        return device_from_dl(dev).type
-    except Exception:
-        return f"device type {device_type}"
+    return device_from_dl(dev).type
+
+
+cdef inline bint _dtype_meets(DLDataType dt, const ArgSpec* spec) noexcept nogil:
+    """The spec's dtype_code and dtype_bits each checked where not -1; a checked dtype
+    is a single-lane one."""
+    if spec.dtype_code < 0 and spec.dtype_bits < 0:
+        return True
+    return (dt.lanes == 1 and (spec.dtype_code < 0 or dt.code == spec.dtype_code)
+            and (spec.dtype_bits < 0 or dt.bits == spec.dtype_bits))
+
+
+cdef str _wanted_dtype_text(const ArgSpec* spec):
+    """What the spec asks for: "dtype float32", "dtype (2, 8, 1)" for a triple with no
+    DType, or the width or type code alone."""
+    cdef DLDataType want
+    if spec.dtype_code < 0:
+        return f"a {spec.dtype_bits}-bit dtype"
+    if spec.dtype_bits < 0:
+        return f"a dtype of DLPack type code {spec.dtype_code} (any width)"
+    if spec.dtype_code > 255 or spec.dtype_bits > 255:
+        return f"dtype ({spec.dtype_code}, {spec.dtype_bits}, 1)"
+    want.code = <uint8_t>spec.dtype_code
+    want.bits = <uint8_t>spec.dtype_bits
+    want.lanes = 1
+    return f"dtype {dtype_text(want)}"
 
 
 cdef int check_arg(const DLTensor* dl, bint readonly, const char* name,
                    const ArgSpec* spec) except -1:
-    cdef DLDataType want
-    arg = (<bytes>name).decode(errors="replace")
-    if spec.dtype_code >= 0 and (dl.dtype.code != spec.dtype_code
-                                 or dl.dtype.bits != spec.dtype_bits or dl.dtype.lanes != 1):
-        want.code = <uint8_t>spec.dtype_code
-        want.bits = <uint8_t>spec.dtype_bits
-        want.lanes = 1
-        try:
-            wanted = dtype_from_dl(want).name
-        except Exception:
-            wanted = f"({spec.dtype_code}, {spec.dtype_bits}, 1)"
-        try:
-            got = dtype_from_dl(dl.dtype).name
-        except Exception:
-            got = f"({dl.dtype.code}, {dl.dtype.bits}, {dl.dtype.lanes})"
-        raise TypeError(f"{arg}: expected dtype {wanted}, got {got}")
+    # A C caller can pass anything: every dtype and device is said by what it is, never
+    # looked up as if dlinterop knew it.
+    arg = "argument" if name == NULL else (<bytes>name).decode(errors="replace")
+    if dl == NULL or spec == NULL:
+        raise ValueError(f"{arg}: check_arg needs a DLTensor and an ArgSpec, got NULL")
+    if not _dtype_meets(dl.dtype, spec):
+        raise TypeError(f"{arg}: expected {_wanted_dtype_text(spec)}, got "
+                        f"{dtype_text(dl.dtype)}")
     if spec.ndim >= 0 and dl.ndim != spec.ndim:
         raise ValueError(f"{arg}: expected {spec.ndim} dimension"
                          f"{'' if spec.ndim == 1 else 's'}, got {dl.ndim} (shape "

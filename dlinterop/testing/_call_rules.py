@@ -2,7 +2,14 @@
 __dlpack__, what the producer answered, and what the consumer did with the capsule, checked
 under the checker's rule ids (dlinterop.testing.RULES) as the exchange happens. The pytest
 plugin (dlinterop.pytest_plugin) wraps each argument of a consumer's from_dlpack in a
-CheckingProxy and calls check_consumer once the consumer returns.
+CheckingProxy and calls check_consumer once the consumer returns; with --dlpack-probe it
+also makes the checker's calls that consumers never make (probe). The checks of each part of
+an exchange are in dlinterop.testing._call_checks.
+
+The watched exchange is never changed by the checking: what the proxy hands the consumer is
+what the producer answered, and what the producer raised is raised; a check that cannot read
+what it checks reports a violation of its rule instead of raising. Once the consumer has
+returned, the capsule is read by name only (a consumer may have freed its struct).
 
 Nothing here imports a peer: NumPy and PyTorch are looked up in sys.modules, where the objects
 being checked came from."""
@@ -11,18 +18,32 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import traceback
 
-from dlinterop.testing._conformance import inspect
-from dlinterop.testing._model import IS_COPIED, KNOWN_FLAGS, READ_ONLY, RULES, link
+from dlinterop import _core
+from dlinterop.testing._call_checks import (
+    _check_capsule,
+    _check_consumer,
+    _check_device_answer,
+    _check_refusal,
+    _device_pair,
+    _error_text,
+)
+from dlinterop.testing._model import RULES, link
 
-# Checked per call only: no checker rule exports something malformed on purpose, but a
-# producer in a real suite may. docs/conformance.md lists them with the checker's rules.
+# Checked per call only: no checker rule exports something malformed or hands out a capsule
+# twice on purpose, but a producer in a real suite may. docs/conformance.md lists them with
+# the checker's rules.
 CALL_ONLY_RULES = {
     "producer.well-formed": (
         "__dlpack__ returns a DLPack capsule whose tensor an importer can take (ndim, shape, "
         "extents, data pointer, dtype and device make sense)"
+    ),
+    "producer.fresh-capsule": (
+        "each __dlpack__ call returns a new capsule, never one a consumer already consumed"
+    ),
+    "producer.is-copied-fresh": (
+        "a capsule flagged IS_COPIED holds memory the producer does not share"
     ),
 }
 
@@ -39,28 +60,41 @@ CALL_RULES = (
     "producer.strides-filled",
     "producer.copy-true",
     "producer.copy-false",
+    "producer.is-copied-fresh",
     "producer.read-only",
     "producer.unexportable-buffer-error",
     "producer.well-formed",
+    "producer.fresh-capsule",
     "consumer.renames-capsule",
     "consumer.passes-max-version",
     "consumer.stream-cpu",
     "consumer.read-only",
     "consumer.copy-true",
+    "consumer.consume-once",
+    "consumer.deleter-once",
 )
 
-_CPU = 1
-# DLDeviceType values DLPack 1.3 defines (dlpack.h): kDLCPU .. kDLMAIA.
-_DEVICE_TYPES = frozenset({1, 2, 3, 4, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17})
-# DLDataTypeCode values DLPack 1.3 defines: kDLInt .. kDLFloat4_e2m1fn.
-_DTYPE_CODES = frozenset(range(18))
-# Keywords added to __dlpack__ after DLPack 0.8: a producer older than them raises TypeError,
-# and a consumer retries without them.
-_NEW_KEYWORDS = frozenset({"max_version", "dl_device", "copy"})
-_OWN_FILES = frozenset(
-    os.path.normcase(os.path.abspath(f))
-    for f in (__file__, os.path.join(os.path.dirname(__file__), "..", "pytest_plugin.py"))
+# The calls a probe makes (--dlpack-probe), once per producer type: those of the checker's
+# rules a consumer may never make; dl_device= its own device is added where it has one.
+PROBE_CALLS: tuple[dict[str, object], ...] = (
+    {},
+    {"max_version": (1, 3)},
+    {"max_version": (1, 3), "copy": True},
+    {"max_version": (1, 3), "copy": False},
 )
+
+# The checker's own files, whose frames a violation's stack leaves out.
+_OWN_FILES = frozenset(
+    os.path.normcase(os.path.abspath(os.path.join(os.path.dirname(__file__), f)))
+    for f in (
+        "_call_rules.py",
+        "_call_checks.py",
+        "_plugin_checker.py",
+        os.path.join("..", "pytest_plugin.py"),
+    )
+)
+# The title the sanitizer gives a watched deleter's second call (src/sanitizer.c).
+DELETER_TWICE = "dlinterop sanitizer: a DLPack deleter called twice"
 
 
 def description(rule_id):
@@ -89,6 +123,7 @@ class Violation:
     seen: str  # what was wrong, one line
     stack: list  # traceback.FrameSummary objects, the consumer call last
     allowed: bool = False
+    detail: str = ""  # the sanitizer's report, where it saw the violation (its stacks)
 
     def text(self):
         lines = [
@@ -96,10 +131,31 @@ class Violation:
             f"  producer {self.producer}, consumer {self.consumer}",
             f"  rule: {description(self.rule)}",
             f"  docs: {link(self.rule)}",
-            "  exchange made at (most recent call last):",
         ]
+        if self.detail:
+            lines += ["  " + line for line in self.detail.rstrip("\n").splitlines()]
+            return "\n".join(lines)
+        lines.append("  exchange made at (most recent call last):")
         lines += ["  " + line for line in "".join(traceback.format_list(self.stack)).splitlines()]
         return "\n".join(lines)
+
+
+def deleter_violation(report_text):
+    """The consumer.deleter-once violation of a sanitizer report of a watched deleter called
+    twice (DELETER_TWICE), its producer and consumer read from what the watch was named."""
+    title = report_text.splitlines()[0]
+    producer, consumer = "?", "?"
+    if title.endswith(")") and " -> " in title:
+        what = title[title.rindex("(") + 1 : -1]
+        producer, _, consumer = what.partition(" -> ")
+    return Violation(
+        "consumer.deleter-once",
+        producer,
+        consumer,
+        "the deleter of a managed tensor called twice (the second call was not passed on)",
+        [],
+        detail=report_text,
+    )
 
 
 def _stack():
@@ -119,24 +175,51 @@ def _stack():
     return kept
 
 
+class Call:
+    """One __dlpack__ call: what was asked, and the capsule answered (until the exchange
+    ends), its name then, and what it held (info, read before any consumer had it). What
+    it raised is not kept: its traceback would hold the frames, and through them the
+    producer, past the exchange (NumPy's suite counts the producer's references)."""
+
+    __slots__ = ("args", "kwargs", "capsule", "name", "info")
+
+    def __init__(self, args, kwargs):
+        self.args, self.kwargs = args, kwargs
+        self.capsule = self.name = self.info = None
+
+
 class Exchange:
     """One consumer call: what passed between it and the producer, and what broke a rule.
-    `report(violation)` is the plugin's: it attributes the violation to the running test."""
+    `report(violation)` is the plugin's: it attributes the violation to the running test.
+    `watch`: each capsule's deleter is watched (a second call reported, not passed on)."""
 
-    __slots__ = ("consumer", "producer", "calls", "device", "report", "consumer_kwargs")
+    __slots__ = ("consumer", "producer", "calls", "device", "report", "consumer_kwargs", "watch")
 
-    def __init__(self, consumer, producer, report, consumer_kwargs):
+    def __init__(self, consumer, producer, report, consumer_kwargs, watch=False):
         self.consumer = consumer
         self.producer = producer
-        self.calls = []  # (args, kwargs, capsule or None, info or None), in call order
+        self.calls = []  # Call objects, in call order
         self.device = None  # what __dlpack_device__ last answered
         self.report = report
         self.consumer_kwargs = consumer_kwargs
+        self.watch = watch
 
     def violation(self, rule_id, seen):
         self.report(
             Violation(rule_id, qualified_name(type(self.producer)), self.consumer, seen, _stack())
         )
+
+    def guarded(self, rule_id, check, *args):
+        """check(*args); where it fails to read what it checks, a violation of rule_id."""
+        try:
+            check(*args)
+        except Exception as e:
+            self.violation(rule_id, f"the checker could not read the answer: {_error_text(e)}")
+
+    def end(self):
+        """The capsules are let go: the exchange keeps no capsule alive past its consumer."""
+        for call in self.calls:
+            call.capsule = None
 
 
 class CheckingProxy:
@@ -151,239 +234,69 @@ class CheckingProxy:
         self._exchange = exchange
 
     def __dlpack_device__(self):
-        device = self._exchange.producer.__dlpack_device__()
-        self._exchange.device = device
+        exchange = self._exchange
+        device = exchange.producer.__dlpack_device__()
+        exchange.device = device
+        exchange.guarded("producer.device", _check_device_answer, exchange, device)
         return device
 
     def __dlpack__(self, *args, **kwargs):
         exchange = self._exchange
+        call = Call(args, kwargs)
+        exchange.calls.append(call)
         try:
             capsule = exchange.producer.__dlpack__(*args, **kwargs)
         except BaseException as e:
-            exchange.calls.append((args, kwargs, None, None))
-            _check_refusal(exchange, args, kwargs, e)
+            try:
+                exchange.guarded(
+                    "producer.unexportable-buffer-error", _check_refusal, exchange, call, e
+                )
+            finally:
+                del e  # (as an except clause does on its own, but not for frames above)
             raise
-        try:
-            info = inspect(capsule)
-        except ValueError as e:
-            exchange.calls.append((args, kwargs, capsule, None))
-            exchange.violation("producer.well-formed", f"__dlpack__ returned {e}")
-            return capsule
-        exchange.calls.append((args, kwargs, capsule, info))
-        _check_capsule(exchange, kwargs, info)
+        call.capsule = capsule
+        exchange.guarded("producer.well-formed", _check_capsule, exchange, call)
+        if exchange.watch and call.info is not None:
+            what = f"{qualified_name(type(exchange.producer))} -> {exchange.consumer}"
+            try:
+                _core._sanitizer_watch(capsule, what)
+            except Exception:  # out of memory for the record: the exchange goes on unwatched
+                pass
         return capsule
 
     def __repr__(self):
         return f"<checking proxy for {self._exchange.producer!r}>"
 
 
-def _check_refusal(exchange, args, kwargs, error):
-    if isinstance(error, BufferError) or not isinstance(error, Exception):
-        return
-    if isinstance(error, TypeError):
-        if args or _NEW_KEYWORDS & kwargs.keys():
-            return  # an older producer's "unexpected keyword": the consumer retries without
-        seen = f"TypeError from __dlpack__({_kwargs_text(kwargs)}), where DLPack says BufferError"
-    elif isinstance(error, ValueError) and kwargs.get("stream") is not None:
-        return  # a stream it cannot use
-    else:
-        seen = f"{type(error).__name__} from __dlpack__, where DLPack says BufferError"
-    message = str(error).splitlines()[0][:100] if str(error) else ""
-    exchange.violation(
-        "producer.unexportable-buffer-error", f"{seen}: {message}" if message else seen
-    )
-
-
-def _kwargs_text(kwargs):
-    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-
-
-def _version_rule(max_version):
-    """The checker's rule id for the version a call asked for."""
-    if max_version is None:
-        return "producer.default-legacy"
-    major, minor = max_version
-    if major < 1:
-        return "producer.max-version-0.8"
-    if major > 1:
-        return "producer.max-version-2.0"
-    if minor < 3:
-        return "producer.max-version-1.0"
-    return "producer.max-version-1.3" if minor == 3 else "producer.max-version-1.99"
-
-
-def _check_capsule(exchange, kwargs, info):
-    name = info["name"]
-    max_version = kwargs.get("max_version")
+def check_consumer(exchange, result, raised=False):
+    """The consumer rules, once the consumer returned `result` from the exchange (or raised:
+    only what a refusal can show). Never raises; lets the exchange's capsules go."""
     try:
-        asked = None if max_version is None else (int(max_version[0]), int(max_version[1]))
-    except (TypeError, ValueError, IndexError):
-        asked = None
-    rule_id = _version_rule(asked)
-    modern = asked is not None and asked[0] >= 1
-    if name not in ("dltensor", "dltensor_versioned"):
-        exchange.violation(rule_id, f"capsule named {name!r} for max_version={max_version}")
-        return
-    versioned = name == "dltensor_versioned"
-    if versioned and not modern:
+        _check_consumer(exchange, result, raised)
+    except Exception as e:
         exchange.violation(
-            rule_id,
-            f"a versioned capsule for max_version={max_version}: this consumer reads only "
-            "the legacy struct",
+            "consumer.renames-capsule", f"the checker could not read the capsule: {_error_text(e)}"
         )
-        return
-    if versioned and info["version"][0] != 1:
-        exchange.violation(
-            rule_id, f"capsule of version {info['version']} for max_version={max_version}"
-        )
-        return
-    malformed = _malformed(info)
-    if malformed:
-        exchange.violation("producer.well-formed", malformed)
-        return
-    device = exchange.device
-    if device is None:
-        try:
-            device = exchange.device = exchange.producer.__dlpack_device__()
-        except Exception as e:
-            device = f"<{type(e).__name__}>"
-    wanted = kwargs.get("dl_device") or device
-    if not (isinstance(device, tuple) and len(device) == 2):
-        exchange.violation(
-            "producer.device", f"__dlpack_device__() returned {device!r}, not a (type, index) tuple"
-        )
-    elif tuple(int(v) for v in wanted) != info["device"]:
-        which = "dl_device=" if kwargs.get("dl_device") else "__dlpack_device__() says"
-        exchange.violation(
-            "producer.device", f"{which} {tuple(wanted)}, the capsule {info['device']}"
-        )
-    if not versioned:
-        return
-    flags = info["flags"]
-    if flags & ~KNOWN_FLAGS:
-        exchange.violation(
-            "producer.flags-known",
-            f"flags {flags:#x} set bits DLPack does not define ({flags & ~KNOWN_FLAGS:#x})",
-        )
-    if info["ndim"] > 0 and info["strides"] is None and info["version"] >= (1, 2):
-        exchange.violation(
-            "producer.strides-filled",
-            f"NULL strides for ndim {info['ndim']} in a version {info['version']} capsule "
-            "(DLPack 1.2+ requires them)",
-        )
-    copy = kwargs.get("copy")
-    if copy is True and not flags & IS_COPIED:
-        exchange.violation("producer.copy-true", "copy=True export without the IS_COPIED flag")
-    elif copy is False and flags & IS_COPIED:
-        exchange.violation("producer.copy-false", "copy=False export flagged IS_COPIED")
-    if not flags & READ_ONLY and not flags & IS_COPIED and _read_only(exchange.producer):
-        exchange.violation(
-            "producer.read-only", "a read-only array exported without the READ_ONLY flag"
-        )
+    finally:
+        exchange.end()
 
 
-def _malformed(info):
-    """Why dlinterop's importer would refuse the capsule's tensor as malformed, or None."""
-    ndim, shape = info["ndim"], info["shape"]
-    if ndim < 0:
-        return f"ndim {ndim}"
-    if ndim > 0 and shape is None:
-        return f"NULL shape with ndim {ndim}"
-    if info["device"][0] not in _DEVICE_TYPES:
-        return f"unknown device type {info['device'][0]}"
-    code, bits, lanes = info["dtype"]
-    if code not in _DTYPE_CODES or bits == 0 or lanes == 0:
-        return f"dtype (code {code}, bits {bits}, lanes {lanes}) DLPack does not define"
-    count = 1
-    for extent in shape or ():
-        if extent < 0:
-            return f"negative extent in shape {shape}"
-        count *= extent
-    if count * bits * lanes >= 1 << 66:
-        return f"extents {shape} whose size overflows"
-    if count and not info["data"]:
-        return f"NULL data pointer with {count} elements"
-    return None
-
-
-def _numpy_array_type():
-    numpy = sys.modules.get("numpy")
-    return None if numpy is None else numpy.ndarray
-
-
-def _read_only(obj):
-    """Whether obj is an array whose memory may not be written: a NumPy array that is not
-    writeable, an object whose buffer is read-only. False when it cannot be told."""
-    ndarray = _numpy_array_type()
-    if ndarray is not None and isinstance(obj, ndarray):
-        return not obj.flags.writeable
+def probe(producer, consumer, report, watch=False):
+    """The checker's calls a consumer never makes (PROBE_CALLS, and dl_device= the
+    producer's own device), made on `producer` and checked as a consumer's would be; the
+    capsules are dropped unconsumed. Never raises."""
+    exchange = Exchange(f"dlinterop probe (after {consumer})", producer, report, {}, watch)
+    proxy = CheckingProxy(exchange)
+    calls = list(PROBE_CALLS)
     try:
-        with memoryview(obj) as view:
-            return view.readonly
+        device = _device_pair(proxy.__dlpack_device__())
     except Exception:
-        return False
-
-
-def _writable_pointer(obj):
-    """(writable, address of the first element) of a consumer's result where that can be told
-    (NumPy arrays, PyTorch tensors, buffers), else None."""
-    ndarray = _numpy_array_type()
-    if ndarray is not None and isinstance(obj, ndarray):
-        return bool(obj.flags.writeable), obj.__array_interface__["data"][0]
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(obj, torch.Tensor):
-        # torch has no read-only tensors
-        return True, obj.data_ptr()
-    return None
-
-
-def check_consumer(exchange, result):
-    """The consumer rules, once the consumer returned `result` from the exchange."""
-    calls = exchange.calls
-    if not calls:
-        return  # it took another route (a buffer, __array__): nothing passed through DLPack
-    args, first, _, _ = calls[0]
-    if not args and first.get("max_version") is None:
-        exchange.violation(
-            "consumer.passes-max-version",
-            f"__dlpack__({_kwargs_text(first)}) called without max_version",
-        )
-    device = exchange.device
-    taken = calls[-1]
-    info = taken[3]
-    on_cpu = (device is not None and tuple(device)[0] == _CPU) or (
-        info is not None and info.get("device", (0,))[0] == _CPU
-    )
-    for call_args, kwargs, _, _ in calls:
-        stream = kwargs.get("stream", call_args[0] if call_args else None)
-        if on_cpu and stream is not None:
-            exchange.violation("consumer.stream-cpu", f"stream={stream!r} passed for CPU memory")
-            break
-    capsule = taken[2]
-    if info is None or capsule is None:
-        return
-    name = inspect(capsule)["name"]
-    if not name.startswith("used_"):
-        exchange.violation(
-            "consumer.renames-capsule",
-            f"capsule left named {name!r} after the import (must be renamed used_*)",
-        )
-    seen = _writable_pointer(result)
-    if seen is None:
-        return
-    writable, pointer = seen
-    data = info["data"] + info["byte_offset"]
-    if info["flags"] & READ_ONLY and writable and pointer == data:
-        exchange.violation(
-            "consumer.read-only", "a READ_ONLY capsule became a writable array sharing its memory"
-        )
-    if (
-        exchange.consumer_kwargs.get("copy") is True
-        and taken[1].get("copy") is not True
-        and not info["flags"] & IS_COPIED
-        and pointer == data
-    ):
-        exchange.violation(
-            "consumer.copy-true",
-            "copy=True neither passed on nor honoured: the result shares the producer's memory",
-        )
+        device = None
+    if device is not None:
+        calls.append({"max_version": (1, 3), "dl_device": device})
+    for kwargs in calls:
+        try:
+            proxy.__dlpack__(**kwargs)
+        except Exception:
+            pass  # a refusal is checked by the proxy
+    exchange.end()

@@ -3,7 +3,7 @@ well-formed and malformed, whose deleters count their calls."""
 
 import gc
 
-from dlinterop.testing._frameworks import _np, _numpy_dtype
+from dlinterop.testing._frameworks.dtypes import _np, _numpy_dtype
 from dlinterop.testing._helpers import _code, _native, _nbytes, _values
 from dlinterop.testing._model import (
     IS_SUBBYTE_TYPE_PADDED,

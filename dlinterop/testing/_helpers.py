@@ -1,7 +1,7 @@
 """What the rules share: reading capsules natively (dlinterop.testing._conformance) and
 the values and bytes a rule compares."""
 
-from dlinterop.testing._frameworks import _np, _numpy_dtype
+from dlinterop.testing._frameworks.dtypes import _np, _numpy_dtype
 from dlinterop.testing._model import IS_SUBBYTE_TYPE_PADDED, NotApplicable, _fail
 
 

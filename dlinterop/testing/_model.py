@@ -7,10 +7,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-READ_ONLY = 1 << 0
-IS_COPIED = 1 << 1
-IS_SUBBYTE_TYPE_PADDED = 1 << 2
-KNOWN_FLAGS = READ_ONLY | IS_COPIED | IS_SUBBYTE_TYPE_PADDED
+from dlinterop._core import _DLPACK_FLAGS
+
+# DLPack's flags, as the core knows them (dlpack.h's DLPACK_FLAG_BITMASK_*).
+READ_ONLY = _DLPACK_FLAGS["DLPACK_FLAG_BITMASK_READ_ONLY"]
+IS_COPIED = _DLPACK_FLAGS["DLPACK_FLAG_BITMASK_IS_COPIED"]
+IS_SUBBYTE_TYPE_PADDED = _DLPACK_FLAGS["DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED"]
+KNOWN_FLAGS = sum(_DLPACK_FLAGS.values())
 ROLES = ("producer", "consumer")
 
 # Each rule's entry: docs/conformance.md, one heading per rule id ("The rules"), linked from

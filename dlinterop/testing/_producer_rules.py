@@ -2,7 +2,7 @@
 __dlpack_device__ against DLPack 1.3 (https://dmlc.github.io/dlpack/latest/python_spec.html).
 The rules on ownership and the C exchange table follow in _producer_ownership_rules."""
 
-from dlinterop.testing._frameworks import _ML_DTYPES, _SUB_BYTE_INTS, _np, _numpy_dtype
+from dlinterop.testing._frameworks.dtypes import _ML_DTYPES, _SUB_BYTE_INTS, _np, _numpy_dtype
 from dlinterop.testing._helpers import (
     _capsule_bytes,
     _capsule_codes,

@@ -12,12 +12,20 @@
  *   ...in the module's init: if (DLInterop_Import() < 0) return NULL;
  *
  * DLInterop_Import() checks the installed dlinterop's table once: an ImportError names
- * both versions when the installed table is of another major version or older than the
- * minor version this extension targets (DLINTEROP_TARGET_MINOR, by default the minor
- * version of this header; define it lower, as NumPy's NPY_TARGET_VERSION, to run on an
- * older dlinterop with only the entries it has). Every function below needs the GIL and
- * follows CPython's convention: NULL or -1 with an exception set on failure; a returned
- * object is a new reference. A function called before DLInterop_Import() imports it. */
+ * both versions, and the first dlinterop release with the table needed, when the installed
+ * table is of another major version or older than the minor version this extension targets.
+ * The target is DLINTEROP_TARGET_MINOR, by default 0, the oldest, as NumPy's
+ * NPY_TARGET_VERSION: an extension runs on every dlinterop with this major version, and the
+ * entries a later minor version added are not declared (using one is a compile error
+ * naming the minor version it needs). Define DLINTEROP_TARGET_MINOR to that version to use
+ * them and require it; or define DLINTEROP_ALLOW_NEWER_ENTRIES to use them on any table,
+ * each one failing with NotImplementedError where the installed table lacks it (ask
+ * DLInterop_ABIMinor() first).
+ *
+ * Every function below needs the GIL (the table's functions create and inspect Python
+ * objects) and follows CPython's convention: NULL or -1 with an exception set on failure; a
+ * returned object is a new reference. A function called before DLInterop_Import() imports
+ * it. */
 #ifndef DLINTEROP_ABI_H_
 #define DLINTEROP_ABI_H_
 
@@ -32,14 +40,29 @@ extern "C" {
 
 /* The version of the table this header describes. */
 #define DLINTEROP_ABI_MAJOR 1
-#define DLINTEROP_ABI_MINOR 0
+#define DLINTEROP_ABI_MINOR 1
 
 /* The oldest table this extension accepts: the minor version whose entries it calls. */
 #ifndef DLINTEROP_TARGET_MINOR
-#define DLINTEROP_TARGET_MINOR DLINTEROP_ABI_MINOR
+#define DLINTEROP_TARGET_MINOR 0
 #endif
 #if DLINTEROP_TARGET_MINOR > DLINTEROP_ABI_MINOR
 #error "DLINTEROP_TARGET_MINOR is newer than this dlinterop/abi.h"
+#endif
+#if DLINTEROP_TARGET_MINOR < 0
+#error "DLINTEROP_TARGET_MINOR cannot be negative"
+#endif
+
+/* The first dlinterop release with each minor version of the table (CHANGELOG.md): what a
+   dependent declares (dlinterop>=that release, <1) and what the ImportError asks for. */
+#define DLINTEROP_ABI_1_0_RELEASE "0.1.0"
+#define DLINTEROP_ABI_1_1_RELEASE "0.2.0"
+#if DLINTEROP_TARGET_MINOR == 0
+#define DLINTEROP_TARGET_RELEASE_ "dlinterop " DLINTEROP_ABI_1_0_RELEASE " or newer"
+#elif DLINTEROP_TARGET_MINOR == 1
+#define DLINTEROP_TARGET_RELEASE_ "dlinterop " DLINTEROP_ABI_1_1_RELEASE " or newer"
+#else
+#define DLINTEROP_TARGET_RELEASE_ "a newer dlinterop"
 #endif
 
 /* Where the table is published: a capsule of this name, attribute abi_table of the
@@ -105,17 +128,32 @@ typedef struct DLInteropABI {
   /* dlinterop's exception raised when copy=False forbids a needed copy (a BufferError and
      ValueError), owned by the table. */
   PyObject* copy_error;
-  /* Entries of later minor versions go here, each under a marker of its version. Their
-     functions below check the installed table's minor version before calling (NULL or -1
-     with NotImplementedError when it is older), since an extension built with a lower
-     DLINTEROP_TARGET_MINOR may run on a table that lacks them. */
+  /* 1.1 */
+  /* dl.from_dlpack(obj, device=..., copy=...): *device (NULL: where obj is), copy -1 for
+     None (copy only if needed), 0 for False (never: dl.CopyError), 1 for True (always). */
+  PyObject* (*from_dlpack)(PyObject* obj, const DLDevice* device, int copy);
+  /* Sets *flags to the DLPack flags that apply to the Tensor's memory
+     (DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_FLAG_BITMASK_IS_COPIED): 0, or -1 with TypeError
+     for anything that is not a dlinterop Tensor. */
+  int (*tensor_flags)(PyObject* tensor, uint64_t* flags);
+  /* Entries of later minor versions go here, each under a marker of its version; their
+     functions below are declared only for a target that has them (or with
+     DLINTEROP_ALLOW_NEWER_ENTRIES, checking the installed table's minor version first). */
 } DLInteropABI;
 
 /* This translation unit's pointer to the installed table (NULL until imported). */
 static const DLInteropABI* DLInterop_API = NULL;
 
+/* A cast that is C's in C and static_cast in C++ (as Python.h's _Py_CAST), so that the
+   header compiles cleanly with -Wold-style-cast. */
+#ifdef __cplusplus
+#define DLINTEROP_CAST(type, value) (static_cast<type>(value))
+#else
+#define DLINTEROP_CAST(type, value) ((type)(value))
+#endif
+
 /* The installed dlinterop's version, for messages ("unknown" when it cannot be read). */
-static inline PyObject* DLInterop__InstalledVersion(void) {
+static inline PyObject* DLInterop_InstalledVersion_(void) {
   PyObject* version = NULL;
   PyObject* module = PyImport_ImportModule("dlinterop");
   if (module != NULL) {
@@ -134,6 +172,7 @@ static inline PyObject* DLInterop__InstalledVersion(void) {
 static inline int DLInterop_Import(void) {
   PyObject *module, *capsule, *version;
   const DLInteropABI* table;
+  unsigned int major, minor; /* the table's uint32_t, as the messages' %u reads them */
   if (DLInterop_API != NULL) return 0;
   module = PyImport_ImportModule(DLINTEROP_ABI_MODULE);
   if (module == NULL) return -1;
@@ -141,7 +180,7 @@ static inline int DLInterop_Import(void) {
   Py_DECREF(module);
   if (capsule == NULL) {
     PyErr_Clear();
-    version = DLInterop__InstalledVersion();
+    version = DLInterop_InstalledVersion_();
     if (version == NULL) return -1;
     PyErr_Format(PyExc_ImportError,
                  "this extension was built for dlinterop's C ABI %d.%d, and the installed "
@@ -150,55 +189,62 @@ static inline int DLInterop_Import(void) {
     Py_DECREF(version);
     return -1;
   }
-  table = (const DLInteropABI*)PyCapsule_GetPointer(capsule, DLINTEROP_ABI_CAPSULE);
+  table = DLINTEROP_CAST(const DLInteropABI*,
+                         PyCapsule_GetPointer(capsule, DLINTEROP_ABI_CAPSULE));
   Py_DECREF(capsule);
   if (table == NULL) return -1;
-  if (table->major != DLINTEROP_ABI_MAJOR) {
+  major = table->major;
+  minor = table->minor;
+  if (major != DLINTEROP_ABI_MAJOR) {
     PyErr_Format(PyExc_ImportError,
                  "this extension was built for dlinterop's C ABI %d.x, and the installed "
                  "dlinterop %s has C ABI %u.%u: rebuild the extension against it, or install "
                  "a dlinterop with C ABI %d.x",
-                 DLINTEROP_ABI_MAJOR, table->version, (unsigned)table->major,
-                 (unsigned)table->minor, DLINTEROP_ABI_MAJOR);
+                 DLINTEROP_ABI_MAJOR, table->version, major, minor, DLINTEROP_ABI_MAJOR);
     return -1;
   }
-  if (table->minor < DLINTEROP_TARGET_MINOR) {
+#if DLINTEROP_TARGET_MINOR > 0 /* every table is at least 1.0: and `minor < 0` on an
+                                 unsigned value is what -Wextra (-Wtype-limits) reports */
+  if (minor < DLINTEROP_CAST(unsigned int, DLINTEROP_TARGET_MINOR)) {
     PyErr_Format(PyExc_ImportError,
-                 "this extension needs dlinterop's C ABI %d.%d or newer, and the installed "
-                 "dlinterop %s has C ABI %u.%u: upgrade dlinterop (or build the extension "
-                 "with DLINTEROP_TARGET_MINOR=%u, if it calls only what that version has)",
-                 DLINTEROP_ABI_MAJOR, DLINTEROP_TARGET_MINOR, table->version,
-                 (unsigned)table->major, (unsigned)table->minor, (unsigned)table->minor);
+                 "this extension needs dlinterop's C ABI %d.%d or newer (%s), and the "
+                 "installed dlinterop %s has C ABI %u.%u: upgrade dlinterop "
+                 "(or build the extension with DLINTEROP_TARGET_MINOR=%u, if it calls only "
+                 "what that version has)",
+                 DLINTEROP_ABI_MAJOR, DLINTEROP_TARGET_MINOR, DLINTEROP_TARGET_RELEASE_,
+                 table->version, major, minor, minor);
     return -1;
   }
+#endif
   DLInterop_API = table;
   return 0;
 }
 
 /* The table, imported on first use: NULL with the ImportError when it cannot be. */
-#define DLINTEROP__TABLE() (DLInterop_API != NULL || DLInterop_Import() == 0 ? DLInterop_API : NULL)
+#define DLINTEROP_TABLE_() \
+  (DLInterop_API != NULL || DLInterop_Import() == 0 ? DLInterop_API : NULL)
 
 /* -- the entries, as functions (each needs the GIL) ------------------------------------- */
 
 static inline PyObject* DLInterop_TensorFromObject(PyObject* obj) {
-  const DLInteropABI* api = DLINTEROP__TABLE();
+  const DLInteropABI* api = DLINTEROP_TABLE_();
   return api == NULL ? NULL : api->tensor_from_object(obj);
 }
 
 /* 1, 0, or -1 only when the table cannot be imported. */
 static inline int DLInterop_IsTensor(PyObject* obj) {
-  const DLInteropABI* api = DLINTEROP__TABLE();
+  const DLInteropABI* api = DLINTEROP_TABLE_();
   return api == NULL ? -1 : api->is_tensor(obj);
 }
 
 static inline DLTensor* DLInterop_DLTensor(PyObject* tensor) {
-  const DLInteropABI* api = DLINTEROP__TABLE();
+  const DLInteropABI* api = DLINTEROP_TABLE_();
   return api == NULL ? NULL : api->dltensor(tensor);
 }
 
 static inline PyObject* DLInterop_TensorFromManaged(DLManagedTensorVersioned* managed,
                                                     int readonly) {
-  const DLInteropABI* api = DLINTEROP__TABLE();
+  const DLInteropABI* api = DLINTEROP_TABLE_();
   if (api == NULL) {
     /* Ownership moved all the same: the deleter runs now, as the entry's would. */
     if (managed != NULL && managed->deleter != NULL) managed->deleter(managed);
@@ -208,18 +254,18 @@ static inline PyObject* DLInterop_TensorFromManaged(DLManagedTensorVersioned* ma
 }
 
 static inline PyObject* DLInterop_ToCapsule(PyObject* tensor, int versioned) {
-  const DLInteropABI* api = DLINTEROP__TABLE();
+  const DLInteropABI* api = DLINTEROP_TABLE_();
   return api == NULL ? NULL : api->to_capsule(tensor, versioned);
 }
 
 static inline PyObject* DLInterop_Empty(int32_t ndim, const int64_t* shape, DLDataType dtype,
                                         DLDevice device) {
-  const DLInteropABI* api = DLINTEROP__TABLE();
+  const DLInteropABI* api = DLINTEROP_TABLE_();
   return api == NULL ? NULL : api->empty(ndim, shape, dtype, device);
 }
 
 static inline PyObject* DLInterop_Borrow(PyObject* obj, DLTensor* out, int* readonly) {
-  const DLInteropABI* api = DLINTEROP__TABLE();
+  const DLInteropABI* api = DLINTEROP_TABLE_();
   return api == NULL ? NULL : api->borrow(obj, out, readonly);
 }
 
@@ -237,55 +283,103 @@ static inline DLInteropArgSpec DLInterop_ArgSpec(void) {
 
 static inline int DLInterop_CheckArg(const DLTensor* dl, int readonly, const char* name,
                                      const DLInteropArgSpec* spec) {
-  const DLInteropABI* api = DLINTEROP__TABLE();
+  const DLInteropABI* api = DLINTEROP_TABLE_();
   return api == NULL ? -1 : api->check_arg(dl, readonly, name, spec);
 }
 
 static inline PyObject* DLInterop_EmptyLike(PyObject* like, int32_t ndim, const int64_t* shape,
                                             DLDataType dtype, DLDevice device) {
-  const DLInteropABI* api = DLINTEROP__TABLE();
+  const DLInteropABI* api = DLINTEROP_TABLE_();
   return api == NULL ? NULL : api->empty_like(like, ndim, shape, dtype, device);
 }
 
 static inline PyObject* DLInterop_ZerosLike(PyObject* like, int32_t ndim, const int64_t* shape,
                                             DLDataType dtype, DLDevice device) {
-  const DLInteropABI* api = DLINTEROP__TABLE();
+  const DLInteropABI* api = DLINTEROP_TABLE_();
   return api == NULL ? NULL : api->zeros_like(like, ndim, shape, dtype, device);
 }
 
 static inline PyObject* DLInterop_ToFramework(PyObject* tensor, PyObject* like) {
-  const DLInteropABI* api = DLINTEROP__TABLE();
+  const DLInteropABI* api = DLINTEROP_TABLE_();
   return api == NULL ? NULL : api->to_framework(tensor, like);
 }
 
 static inline PyObject* DLInterop_DTypeObject(DLDataType dtype) {
-  const DLInteropABI* api = DLINTEROP__TABLE();
+  const DLInteropABI* api = DLINTEROP_TABLE_();
   return api == NULL ? NULL : api->dtype_object(dtype);
 }
 
 static inline int DLInterop_ParseDType(PyObject* obj, DLDataType* out) {
-  const DLInteropABI* api = DLINTEROP__TABLE();
+  const DLInteropABI* api = DLINTEROP_TABLE_();
   return api == NULL ? -1 : api->parse_dtype(obj, out);
 }
 
 static inline PyObject* DLInterop_DeviceObject(DLDevice device) {
-  const DLInteropABI* api = DLINTEROP__TABLE();
+  const DLInteropABI* api = DLINTEROP_TABLE_();
   return api == NULL ? NULL : api->device_object(device);
 }
 
 static inline int DLInterop_ParseDevice(PyObject* obj, DLDevice* out) {
-  const DLInteropABI* api = DLINTEROP__TABLE();
+  const DLInteropABI* api = DLINTEROP_TABLE_();
   return api == NULL ? -1 : api->parse_device(obj, out);
 }
 
 /* dlinterop's CopyError class (a new reference); NULL only when the table cannot be
    imported. */
 static inline PyObject* DLInterop_CopyError(void) {
-  const DLInteropABI* api = DLINTEROP__TABLE();
+  const DLInteropABI* api = DLINTEROP_TABLE_();
   if (api == NULL) return NULL;
   Py_INCREF(api->copy_error);
   return api->copy_error;
 }
+
+/* The minor version of the installed table (its entries up to that version are there), or
+   -1 with the ImportError when it cannot be imported. */
+static inline int DLInterop_ABIMinor(void) {
+  const DLInteropABI* api = DLINTEROP_TABLE_();
+  return api == NULL ? -1 : DLINTEROP_CAST(int, api->minor);
+}
+
+/* -- entries of table 1.1 --------------------------------------------------------------- */
+
+#if DLINTEROP_TARGET_MINOR >= 1 || defined(DLINTEROP_ALLOW_NEWER_ENTRIES)
+
+/* The table when it has the entries of minor version `minor`: else NULL with
+   NotImplementedError (or the ImportError). */
+static inline const DLInteropABI* DLInterop_TableWith_(unsigned int minor, const char* release,
+                                                       const char* entry) {
+  const DLInteropABI* api = DLINTEROP_TABLE_();
+  unsigned int installed;
+  if (api == NULL) return NULL;
+  installed = api->minor;
+  if (installed < minor) {
+    PyErr_Format(PyExc_NotImplementedError,
+                 "%s needs dlinterop's C ABI %d.%u (dlinterop %s or newer), and the "
+                 "installed dlinterop %s has C ABI %d.%u: upgrade dlinterop",
+                 entry, DLINTEROP_ABI_MAJOR, minor, release, api->version,
+                 DLINTEROP_ABI_MAJOR, installed);
+    return NULL;
+  }
+  return api;
+}
+
+static inline PyObject* DLInterop_FromDLPack(PyObject* obj, const DLDevice* device, int copy) {
+  const DLInteropABI* api = DLInterop_TableWith_(1, DLINTEROP_ABI_1_1_RELEASE,
+                                                   "DLInterop_FromDLPack");
+  return api == NULL ? NULL : api->from_dlpack(obj, device, copy);
+}
+
+static inline int DLInterop_TensorFlags(PyObject* tensor, uint64_t* flags) {
+  const DLInteropABI* api = DLInterop_TableWith_(1, DLINTEROP_ABI_1_1_RELEASE,
+                                                   "DLInterop_TensorFlags");
+  return api == NULL ? -1 : api->tensor_flags(tensor, flags);
+}
+
+#else
+/* Not in the targeted table: a use names what to define. */
+#define DLInterop_FromDLPack(...) DLInterop_FromDLPack_is_ABI_1_1_define_DLINTEROP_TARGET_MINOR_1
+#define DLInterop_TensorFlags(...) DLInterop_TensorFlags_is_ABI_1_1_define_DLINTEROP_TARGET_MINOR_1
+#endif
 
 #ifdef __cplusplus
 }

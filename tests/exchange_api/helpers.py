@@ -15,6 +15,7 @@ from ctypes import (
     POINTER,
     PYFUNCTYPE,
     Structure,
+    byref,
     c_char_p,
     c_float,
     c_int,
@@ -33,6 +34,7 @@ from forge import (
     DLManagedTensorVersioned,
     DLPackVersion,
     DLTensor,
+    capsule_name,
     make_capsule,
 )
 
@@ -224,3 +226,67 @@ ALLOCATIONS = {
     "float4_e2m1fn_x2": ((3, 5), (17, 4, 2)),
     "complex128 1-d": ((9,), (5, 128, 1)),
 }
+
+
+# --------------------------------------------------------------------------------------
+# The tables of dl.exchange_api_for, and what their views are checked against
+# --------------------------------------------------------------------------------------
+
+
+class ExchangeTable:
+    """A table in a "dlpack_exchange_api" capsule (dl.exchange_api_for's), its functions as
+    ctypes callables and the calls a test makes, checked to succeed."""
+
+    def __init__(self, capsule):
+        assert capsule_name(capsule) == API_NAME
+        self.address = _capsule_pointer(capsule, API_NAME.encode())
+        self.api = DLPackExchangeAPI.from_address(self.address)
+        self.from_py = FROM_PY(self.api.managed_tensor_from_py_object_no_sync)
+        self.to_py = TO_PY(self.api.managed_tensor_to_py_object_no_sync)
+        self.view_of = VIEW(self.api.dltensor_from_py_object_no_sync)
+        self.current_stream = CURRENT_STREAM(self.api.current_work_stream)
+
+    def managed(self, obj):
+        out = POINTER(DLManagedTensorVersioned)()
+        assert self.from_py(id(obj), byref(out)) == 0
+        return out
+
+    def view(self, obj):
+        out = DLTensor()
+        assert self.view_of(id(obj), byref(out)) == 0
+        return out
+
+    def to_object(self, managed):
+        out = c_void_p()
+        assert self.to_py(managed, byref(out)) == 0
+        return take_object(out.value)
+
+
+def element_bytes(dl_tensor, itemsize, index):
+    """The bytes of one element of a DLTensor, read at the address its strides give."""
+    offset = sum(i * s for i, s in zip(index, dl_tensor.strides[: dl_tensor.ndim]))
+    address = dl_tensor.data + dl_tensor.byte_offset + offset * itemsize
+    return ctypes.string_at(address, itemsize)
+
+
+DLPACK_CODES = {"b": 6, "i": 0, "u": 1, "f": 2, "c": 5}  # include/dlpack/dlpack.h
+
+
+def assert_values(dl_tensor, values):
+    """dl_tensor has the layout, dtype and every element of the array `values`."""
+    assert dl_tensor.device.device_type == CPU
+    assert bool(dl_tensor.shape) and bool(dl_tensor.strides), "shape and strides filled"
+    shape, strides = dltensor_layout(dl_tensor)
+    assert shape == values.shape
+    assert len(strides) == values.ndim
+    dtype = (dl_tensor.dtype.code, dl_tensor.dtype.bits, dl_tensor.dtype.lanes)
+    assert dtype == (DLPACK_CODES[values.dtype.kind], 8 * values.itemsize, 1)
+    for index in np.ndindex(*values.shape):
+        assert element_bytes(dl_tensor, values.itemsize, index) == values[index].tobytes()
+
+
+def assert_describes(dl_tensor, array):
+    """dl_tensor is a view of `array`: same memory, strides, dtype and every element."""
+    assert dl_tensor.data == array.ctypes.data
+    assert_values(dl_tensor, array)
+    assert dltensor_layout(dl_tensor)[1] == tuple(s // array.itemsize for s in array.strides)

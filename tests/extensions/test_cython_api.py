@@ -170,7 +170,9 @@ def consumer(consumer_path):
 
 def test_public_pxd_files_ship_with_the_package():
     root = os.path.join(pxd_root(), "dlinterop")
-    assert {"dlpack.pxd", "tensor.pxd", "_core.pxd", "frameworks.pxd"} <= set(os.listdir(root))
+    assert {"dlpack.pxd", "tensor.pxd", "_core.pxd", "frameworks.pxd", "_same_build.pxd"} <= set(
+        os.listdir(root)
+    )
     assert os.path.isfile(os.path.join(dl.get_include(), "dlpack", "dlpack.h"))
 
 
@@ -342,3 +344,32 @@ def test_changed_class_layout_is_an_error(tmp_path):
     )
     with pytest.raises(RuntimeWarning, match="size changed"):
         import_strictly("dl_stale", path)
+
+
+def test_a_build_against_another_release_refuses_to_import(tmp_path):
+    """The same-build tier compiles the layout of dlinterop's objects in: a module built
+    against another release (here, its .pxd files as 0.1.0 had them) must refuse to import
+    with an ImportError that says what to do, not read fields of another layout."""
+    stale = tmp_path / "pxd" / "dlinterop"
+    stale.mkdir(parents=True)
+    for name in ("dlpack.pxd", "tensor.pxd", "_core.pxd", "_same_build.pxd"):
+        shutil.copy(os.path.join(pxd_root(), "dlinterop", name), stale / name)
+    (stale / "__init__.pxd").write_text("")
+    tag = re.sub(r"\W", "_", dl.__version__)
+    text = (stale / "_same_build.pxd").read_text()
+    assert f"SameBuild_{tag} " in text
+    (stale / "_same_build.pxd").write_text(text.replace(f"SameBuild_{tag} ", "SameBuild_0_1_0 "))
+    path = build_extension(
+        "from dlinterop.tensor cimport Tensor\n",
+        "dl_other_release",
+        str(tmp_path),
+        include_root=str(tmp_path / "pxd"),
+    )
+    with pytest.raises(ImportError) as refused:
+        import_strictly("dl_other_release", path)
+    assert str(refused.value).startswith(
+        "this extension was built against dlinterop 0.1.0's same-build Cython API "
+        f"(dlinterop.tensor, dlinterop.frameworks), which compiles in the layout of "
+        f"dlinterop's objects and runs only on that release; the installed dlinterop is "
+        f"{dl.__version__}: rebuild the extension against it, or install dlinterop==0.1.0"
+    )

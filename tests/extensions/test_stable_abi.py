@@ -3,13 +3,8 @@ called from a Cython extension through dlinterop/abi.pxd and from a C extension 
 header alone (built with the Limited API), and the version checks of its import."""
 
 import gc
-import importlib.util
 import os
 import re
-import subprocess
-import sys
-import sysconfig
-import textwrap
 
 import numpy as np
 import pytest
@@ -22,7 +17,7 @@ HEADER = os.path.join(dl.get_include(), "dlinterop", "abi.h")
 
 CYTHON_SOURCE = """
 # cython: language_level=3
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, malloc
 from dlinterop.dlpack cimport (
     DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor, kDLCPU, kDLFloat,
@@ -33,6 +28,7 @@ from dlinterop.abi cimport (
     empty_tensor, import_dlinterop, is_tensor, parse_device, parse_dtype, tensor_from_managed,
     tensor_from_object, to_capsule, to_framework, zeros_like,
 )
+from dlinterop.abi cimport abi_minor, from_dlpack, tensor_flags   # 1.1: built with target 1
 
 import_dlinterop()
 
@@ -142,19 +138,46 @@ def named(dtype, device):
 
 def copy_error_class():
     return copy_error()
+
+
+def installed_minor():
+    return abi_minor()
+
+
+def imported(obj, device, int copy):
+    cdef DLDevice dev
+    if device is None:
+        return from_dlpack(obj, NULL, copy)
+    if type(device) is tuple:    # as a C caller may fill it, unchecked
+        dev.device_type, dev.device_id = device
+    else:
+        parse_device(device, &dev)
+    return from_dlpack(obj, &dev, copy)
+
+
+def flags(t):
+    cdef uint64_t found = 12345
+    tensor_flags(t, &found)
+    return found
 """
 
 
 @pytest.fixture(scope="module")
 def abi_ext(tmp_path_factory):
-    path = build_extension(CYTHON_SOURCE, "abi_ext", str(tmp_path_factory.mktemp("abi")))
+    path = build_extension(
+        CYTHON_SOURCE,
+        "abi_ext",
+        str(tmp_path_factory.mktemp("abi")),
+        defines=["DLINTEROP_TARGET_MINOR=1"],
+    )
     return import_strictly("abi_ext", path)
 
 
 def test_the_table_is_published_with_its_version(abi_ext):
     assert type(_capi.abi_table).__name__ == "PyCapsule"
     assert re.search(r'capsule object "dlinterop._capi.abi_table"', repr(_capi.abi_table))
-    assert abi_ext.versions() == (1, 0, 0)
+    assert abi_ext.versions() == (1, 1, 1)
+    assert abi_ext.installed_minor() == _capi.abi_version()[1] == 1
 
 
 def test_tensors_cross_as_objects_and_dltensors(abi_ext):
@@ -211,139 +234,46 @@ def test_dtypes_devices_and_errors(abi_ext):
     assert abi_ext.copy_error_class() is dl.CopyError
 
 
-# -- plain C, with the Limited API, and the version checks ---------------------------------
-
-C_SOURCE = r"""
-#include <Python.h>
-#include "dlpack/dlpack.h"
-#include "dlinterop/abi.h"
-
-static PyObject* total(PyObject* self, PyObject* obj) {
-  PyObject* t = DLInterop_TensorFromObject(obj);
-  if (t == NULL) return NULL;
-  DLTensor* d = DLInterop_DLTensor(t);
-  double sum = 0;
-  if (d != NULL) {
-    const float* first = (const float*)((const char*)d->data + d->byte_offset);
-    for (int64_t i = 0; i < d->shape[0]; i++) sum += first[i * d->strides[0]];
-  }
-  Py_DECREF(t);
-  return d == NULL ? NULL : PyFloat_FromDouble(sum);
-}
-
-static PyMethodDef methods[] = {{"total", total, METH_O, NULL}, {NULL, NULL, 0, NULL}};
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "abi_c", NULL, -1, methods};
-
-PyMODINIT_FUNC PyInit_abi_c(void) {
-  if (DLInterop_Import() < 0) return NULL;
-  return PyModule_Create(&module);
-}
-"""
+# -- the entries of table 1.1 --------------------------------------------------------------
 
 
-# Free-threaded CPython 3.13 has no Limited API (Python.h refuses Py_LIMITED_API there):
-# the same extension is built with the full C API, and the table is what it calls either way.
-LIMITED_API = [] if sysconfig.get_config_var("Py_GIL_DISABLED") else ["-DPy_LIMITED_API=0x030A0000"]
+def test_from_dlpack_shares_unless_a_copy_is_asked_for(abi_ext):
+    a = np.arange(4, dtype=np.float32)
+    shared = abi_ext.imported(a, None, -1)
+    assert type(shared) is dl.Tensor and shared.data_ptr == a.ctypes.data
+    assert abi_ext.imported(a, "cpu", 0).data_ptr == a.ctypes.data
+    copied = abi_ext.imported(a, None, 1)
+    assert copied.data_ptr != a.ctypes.data and copied.tolist() == a.tolist()
 
 
-def _build_c(directory, header_text=None, defines=()):
-    """Builds abi_c in `directory` with the Limited API of Python 3.10 where the interpreter
-    has one (the header edited to `header_text` when given: an extension built against
-    another dlinterop)."""
-    include = os.path.join(directory, "include")
-    os.makedirs(os.path.join(include, "dlinterop"), exist_ok=True)
-    with open(os.path.join(include, "dlinterop", "abi.h"), "w") as f:
-        f.write(header_text if header_text is not None else open(HEADER).read())
-    source = os.path.join(directory, "abi_c.c")
-    with open(source, "w") as f:
-        f.write(C_SOURCE)
-    out = os.path.join(directory, "abi_c" + sysconfig.get_config_var("EXT_SUFFIX"))
-    flags = [sysconfig.get_config_var(v) or "" for v in ("LDSHARED", "CFLAGS", "CCSHARED")]
-    command = " ".join(flags).split() + [
-        "-O0", "-Werror=implicit-function-declaration", *LIMITED_API,
-        *[f"-D{d}" for d in defines], "-I", include, "-I", sysconfig.get_paths()["include"],
-        "-I", dl.get_include(), source, "-o", out,
-    ]  # fmt: skip
-    subprocess.run(command, check=True, capture_output=True, text=True)
-    return out
+def test_from_dlpack_refuses_a_copy_that_copy_false_forbids(abi_ext):
+    with pytest.raises(dl.CopyError, match="from cpu:0 to cuda:0 needs a copy"):
+        abi_ext.imported(dl.zeros(3), "cuda:0", 0)
 
 
-def _import_apart(path):
-    """Imports the extension at `path` in a fresh interpreter and sums [1, 2, 3] with it:
-    what it printed, or the error it raised (as 'ImportError: ...')."""
-    code = textwrap.dedent(f"""
-        import importlib.util, dlinterop as dl
-        spec = importlib.util.spec_from_file_location("abi_c", {path!r})
-        try:
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        except ImportError as error:
-            print("ImportError:", error)
-        else:
-            print(module.total(dl.arange(1, 4, dtype="float32")))
-    """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.strip()
+@pytest.mark.parametrize("copy", [-2, 2, 7])
+def test_from_dlpack_names_a_copy_value_it_does_not_know(abi_ext, copy):
+    with pytest.raises(
+        ValueError,
+        match=rf"copy must be -1 \(None\), 0 \(False\) or 1 "
+        rf"\(True\), got {copy}",
+    ):
+        abi_ext.imported(np.zeros(2), None, copy)
 
 
-def _header_of_version(major, minor):
-    text = open(HEADER).read()
-    text = re.sub(r"#define DLINTEROP_ABI_MAJOR \d+", f"#define DLINTEROP_ABI_MAJOR {major}", text)
-    return re.sub(r"#define DLINTEROP_ABI_MINOR \d+", f"#define DLINTEROP_ABI_MINOR {minor}", text)
+def test_from_dlpack_refuses_a_device_no_import_takes(abi_ext):
+    with pytest.raises(ValueError, match="device index must be >= 0"):
+        abi_ext.imported(np.zeros(2), (1, -1), -1)
 
 
-def test_a_c_extension_with_the_limited_api_calls_the_table(tmp_path):
-    assert _import_apart(_build_c(str(tmp_path))) == "6.0"
-
-
-def test_an_extension_needing_a_newer_table_gets_an_import_error(tmp_path):
-    said = _import_apart(_build_c(str(tmp_path), _header_of_version(1, 7)))
-    assert said == (
-        f"ImportError: this extension needs dlinterop's C ABI 1.7 or newer, and the "
-        f"installed dlinterop {dl.__version__} has C ABI 1.0: upgrade dlinterop (or build "
-        f"the extension with DLINTEROP_TARGET_MINOR=0, if it calls only what that version has)"
-    )
-
-
-def test_the_target_version_lets_a_newer_build_run_on_an_older_table(tmp_path):
-    path = _build_c(str(tmp_path), _header_of_version(1, 7), ["DLINTEROP_TARGET_MINOR=0"])
-    assert _import_apart(path) == "6.0"
-
-
-def test_another_major_version_gets_an_import_error(tmp_path):
-    said = _import_apart(_build_c(str(tmp_path), _header_of_version(2, 0)))
-    assert said == (
-        f"ImportError: this extension was built for dlinterop's C ABI 2.x, and the installed "
-        f"dlinterop {dl.__version__} has C ABI 1.0: rebuild the extension against it, or "
-        f"install a dlinterop with C ABI 2.x"
-    )
-
-
-def test_a_target_newer_than_the_header_does_not_compile(tmp_path):
-    with pytest.raises(subprocess.CalledProcessError) as failed:
-        _build_c(str(tmp_path), defines=["DLINTEROP_TARGET_MINOR=1"])
-    assert "DLINTEROP_TARGET_MINOR is newer than this dlinterop/abi.h" in failed.value.stderr
-
-
-def test_an_installed_dlinterop_without_the_table_gets_an_import_error(tmp_path):
-    path = _build_c(str(tmp_path))
-    code = textwrap.dedent(f"""
-        import importlib.util, dlinterop._capi as capi
-        del capi.abi_table   # as a dlinterop from before the stable ABI
-        spec = importlib.util.spec_from_file_location("abi_c", {path!r})
-        try:
-            spec.loader.exec_module(importlib.util.module_from_spec(spec))
-        except ImportError as error:
-            print(error)
-    """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.stdout.strip() == (
-        f"this extension was built for dlinterop's C ABI 1.0, and the installed dlinterop "
-        f"{dl.__version__} has no C ABI table: upgrade dlinterop"
-    ), proc.stderr
-
-
-def test_importlib_finds_the_header_where_the_docs_say():
-    assert os.path.isfile(HEADER)
-    assert importlib.util.find_spec("dlinterop._capi") is not None
+def test_tensor_flags_are_dlpacks_read_only_and_is_copied(abi_ext):
+    frozen = np.zeros(3, np.float32)
+    frozen.flags.writeable = False
+    read_only, is_copied = 1, 2  # DLPACK_FLAG_BITMASK_READ_ONLY, _IS_COPIED
+    assert abi_ext.flags(dl.zeros(3)) == 0
+    assert abi_ext.flags(dl.from_dlpack(frozen)) == read_only
+    assert abi_ext.flags(dl.from_dlpack(np.zeros(3), copy=True)) == is_copied
+    legacy = dl.from_dlpack(np.zeros(3).__dlpack__())  # assumed read-only: DLPack's bit only
+    assert legacy.readonly and abi_ext.flags(legacy) == read_only
+    with pytest.raises(TypeError, match="expected a dlinterop Tensor, got list"):
+        abi_ext.flags([1.0])

@@ -15,6 +15,8 @@ IndexError from its own code.
 """
 
 import gc
+import subprocess
+import sys
 
 import pytest
 
@@ -131,3 +133,16 @@ def test_lifetimes_either_side_dropped_first():
 def test_warp_publishes_no_exchange_table():
     assert not hasattr(wp.array, "__dlpack_c_exchange_api__")
     assert not hasattr(wp.array, "__c_dlpack_exchange_api__")
+
+
+def test_the_way_out_starts_warps_runtime_in_a_fresh_process():
+    """wp.from_dlpack needs Warp's runtime, which nothing has started in a fresh process:
+    the way out starts it, as Warp's own wp.array and wp.from_numpy do."""
+    code = (
+        "import dlinterop as dl\n"
+        "a = dl.to_framework(dl.arange(3, dtype='float32'), like='warp')\n"
+        "print(type(a).__module__.partition('.')[0], a.numpy().tolist())\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "warp [0.0, 1.0, 2.0]"

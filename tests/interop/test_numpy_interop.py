@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import dlinterop as dl
+from dlinterop.testing._frameworks.dtypes import numpy_shared_dtypes
 
 from forge import capsule_strides, same_layout
 from numpy_route import (  # noqa: F401 (numpy_route and tensor are fixtures)
@@ -39,22 +40,7 @@ def test_native_route_is_used_exactly_where_numpy_exports_strides_as_they_are():
     assert NUMPY_ROUTE_USABLE == (NUMPY_ROUTE_BUILT and numpy_exports_raw_strides())
 
 
-NUMPY_NAMES = [
-    "bool",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "float16",
-    "float32",
-    "float64",
-    "complex64",
-    "complex128",
-]
+NUMPY_NAMES = list(numpy_shared_dtypes())
 
 
 def _sample(name, shape):

@@ -1,6 +1,6 @@
-"""dlinterop.pytest_plugin, through pytest sessions of its own (pytester): each rule it checks
-per call caught on a broken producer or consumer and reported on the test that made the
-exchange, its options, its summary, relay mode, and that it does nothing unless asked."""
+"""dlinterop.pytest_plugin, through pytest sessions of its own (pytester): its options, its
+summary, relay mode, the sanitizer's reports on the tests, and that it does nothing unless
+asked (the rules it checks: test_rules_caught.py)."""
 
 import os
 import re
@@ -10,8 +10,9 @@ import textwrap
 
 import pytest
 
-from dlinterop.testing import RULES
 from dlinterop.testing import _call_rules as call_rules
+
+from plugin_cases import PRODUCERS, exchange_test
 
 np = pytest.importorskip("numpy")
 import numpy.ctypeslib  # noqa: E402, F401
@@ -24,223 +25,6 @@ except ImportError:
     pass
 
 PLUGIN = ("-p", "dlinterop.pytest_plugin", "-p", "no:cacheprovider")
-
-# Producers that break one rule each, for NumPy's from_dlpack: a Python class delegating
-# to a native producer built to order (dlinterop.testing._conformance.Producer).
-PRODUCERS = """
-import numpy as np
-from dlinterop.testing._conformance import Producer
-
-IS_COPIED = 2
-
-
-def native(**fields):
-    fields.setdefault("strides", (1,))
-    return Producer(payload=bytes(range(4)), shape=(4,), **fields)
-
-
-class Broken:
-    def __init__(self, **fields):
-        self.native = native(**fields)
-
-    def __dlpack_device__(self):
-        return self.native.__dlpack_device__()
-
-    def __dlpack__(self, **kwargs):
-        return self.native.__dlpack__(**kwargs)
-
-
-class UnknownFlags(Broken):
-    def __init__(self):
-        super().__init__(flags=0x80)
-
-
-class NullStrides(Broken):
-    def __init__(self):
-        super().__init__(strides=None)
-
-
-class DeviceList(Broken):
-    def __dlpack_device__(self):
-        return [1, 0]
-
-
-class VersionedForLegacy(Broken):
-    def __init__(self):
-        super().__init__(old_signature=True, force_versioned=True)
-
-
-class MajorTwo(Broken):
-    def __init__(self):
-        super().__init__(major=2)
-
-
-class CopyIgnored(Broken):
-    def __dlpack__(self, copy=None, **kwargs):
-        return self.native.__dlpack__(**kwargs)
-
-
-class CopiedAnyway(Broken):
-    def __init__(self):
-        super().__init__(flags=IS_COPIED)
-
-
-class ReadOnlyBuffer(bytes):
-    def __new__(cls):
-        made = super().__new__(cls, bytes(range(4)))
-        made.native = native()
-        return made
-
-    def __dlpack_device__(self):
-        return self.native.__dlpack_device__()
-
-    def __dlpack__(self, **kwargs):
-        return self.native.__dlpack__(**kwargs)
-
-
-class RuntimeErrorRefusal(Broken):
-    def __dlpack__(self, **kwargs):
-        raise RuntimeError("cannot export this")
-
-
-class TypeErrorRefusal(Broken):
-    def __dlpack__(self, **kwargs):
-        raise TypeError("cannot export this dtype")
-
-
-class NullData(Broken):
-    def __init__(self):
-        super().__init__(null_data=True)
-"""
-
-# (rule, producer class, the exchange the test makes, or None: it must succeed)
-PRODUCER_CASES = [
-    ("producer.flags-known", "UnknownFlags", "np.from_dlpack(x)"),
-    ("producer.strides-filled", "NullStrides", "np.from_dlpack(x)"),
-    ("producer.device", "DeviceList", "np.from_dlpack(x)"),
-    ("producer.default-legacy", "VersionedForLegacy", "raises: np.from_dlpack(x)"),
-    ("producer.max-version-1.", "MajorTwo", "raises: np.from_dlpack(x)"),
-    ("producer.copy-true", "CopyIgnored", "np.from_dlpack(x, copy=True)"),
-    ("producer.copy-false", "CopiedAnyway", "np.from_dlpack(x, copy=False)"),
-    ("producer.read-only", "ReadOnlyBuffer", "np.from_dlpack(x)"),
-    ("producer.unexportable-buffer-error", "RuntimeErrorRefusal", "raises: np.from_dlpack(x)"),
-    ("producer.unexportable-buffer-error", "TypeErrorRefusal", "raises: np.from_dlpack(x)"),
-    ("producer.well-formed", "NullData", "np.from_dlpack(x)"),
-]
-
-
-def exchange_test(producer, exchange):
-    if exchange.startswith("raises: "):
-        body = f"with pytest.raises(Exception):\n        {exchange[len('raises: ') :]}"
-    else:
-        body = exchange
-    return (
-        f"import pytest\nfrom producers import {producer}\nimport numpy as np\n\n\n"
-        f"def test_exchange():\n    x = {producer}()\n    {body}\n"
-    )
-
-
-@pytest.mark.parametrize(
-    "rule,producer,exchange", PRODUCER_CASES, ids=[f"{r}-{p}" for r, p, _ in PRODUCER_CASES]
-)
-def test_a_broken_producer_fails_the_test_naming_rule_type_and_test(
-    pytester, rule, producer, exchange
-):
-    pytester.makepyfile(producers=PRODUCERS, test_one=exchange_test(producer, exchange))
-    result = pytester.runpytest(*PLUGIN)
-    result.assert_outcomes(failed=1)
-    out = result.stdout.str()
-    assert re.search(rf"DLPack violation {re.escape(rule)}[\w.-]*: ", out), out
-    assert f"producer producers.{producer}, consumer numpy.from_dlpack" in out
-    assert "test_one.py::test_exchange" in out or "test_exchange" in out
-    # the traceback ends at the test's own call, without the plugin's frames
-    assert re.search(r'test_one.py", line \d+, in test_exchange', out), out
-    assert "_call_rules.py" not in out.split("exchange made at")[1].split("\n\n")[0]
-    rule_id = re.search(rf"DLPack violation ({re.escape(rule)}[\w.-]*)", out).group(1)
-    assert call_rules.link(rule_id) in out
-
-
-# Consumers that break one rule each, patched in through --dlpack-consumer.
-CONSUMERS = """
-import ctypes
-
-import numpy as np
-from dlinterop.testing._conformance import consume, inspect
-
-_USED = ctypes.c_char_p(b"used_dltensor_versioned")
-ctypes.pythonapi.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
-
-
-def _writable_view(capsule):
-    # Marked used but its deleter never run, on purpose: the array views the memory for good.
-    info = inspect(capsule)
-    address = info["data"] + info["byte_offset"]
-    ctypes.pythonapi.PyCapsule_SetName(capsule, _USED)
-    return np.ctypeslib.as_array((ctypes.c_uint8 * 4).from_address(address))
-
-
-def keeps_the_name(x, **kwargs):
-    x.__dlpack__(max_version=(1, 3))
-    return None
-
-
-def no_max_version(x, **kwargs):
-    consume(x.__dlpack__())
-    return None
-
-
-def stream_for_cpu(x, **kwargs):
-    consume(x.__dlpack__(max_version=(1, 3), stream=1))
-    return None
-
-
-def writes_read_only(x, **kwargs):
-    return _writable_view(x.__dlpack__(max_version=(1, 3)))
-
-
-def ignores_copy(x, copy=None, **kwargs):
-    return _writable_view(x.__dlpack__(max_version=(1, 3)))
-"""
-
-CONSUMER_CASES = [
-    ("consumer.renames-capsule", "keeps_the_name", {}),
-    ("consumer.passes-max-version", "no_max_version", {}),
-    ("consumer.stream-cpu", "stream_for_cpu", {}),
-    ("consumer.read-only", "writes_read_only", {"flags": 1}),
-    ("consumer.copy-true", "ignores_copy", {"copy": True}),
-]
-
-
-@pytest.mark.parametrize(
-    "rule,consumer,settings", CONSUMER_CASES, ids=[r for r, _, _ in CONSUMER_CASES]
-)
-def test_a_broken_consumer_fails_the_test_naming_rule_and_consumer(
-    pytester, rule, consumer, settings
-):
-    flags = settings.get("flags", 0)
-    call = "consumers.{}(x{})".format(consumer, ", copy=True" if settings.get("copy") else "")
-    pytester.makepyfile(
-        consumers=CONSUMERS,
-        test_one=textwrap.dedent(
-            f"""\
-            import consumers
-            from dlinterop.testing._conformance import Producer
-
-
-            def test_exchange():
-                x = Producer(payload=bytes(4), shape=(4,), strides=(1,), flags={flags})
-                {call}
-            """
-        ),
-    )
-    result = pytester.runpytest(*PLUGIN, f"--dlpack-consumer=consumers:{consumer}")
-    result.assert_outcomes(failed=1)
-    out = result.stdout.str()
-    assert f"DLPack violation {rule}: " in out, out
-    assert f"consumer consumers.{consumer}" in out
-    assert "producer dlinterop.testing._conformance.Producer" in out
-    # one rule broken, one reported
-    assert len(set(re.findall(r"DLPack violation ([\w.-]+):", out))) == 1, out
 
 
 def test_report_mode_prints_and_passes_fail_mode_fails(pytester):
@@ -293,6 +77,9 @@ def test_sanitize_option_puts_the_sanitizers_reports_on_the_test(pytester):
     assert "in test_consumes_twice" in out
     assert "sanitizer: 2 reports" in out
     assert "dlinterop sanitizer: 1 still live" in out and "in test_keeps_an_export" in out
+    # written at once to the terminal's stderr (pytest captures fd 2): only the unexpected
+    # report, the expected one kept for the test's report alone
+    assert result.stderr.str().count("a DLPack capsule consumed twice") == 1
     reported = pytester.runpytest_subprocess(
         *PLUGIN, "--dlpack-sanitize", "--dlpack-violations=report"
     )
@@ -413,116 +200,6 @@ def test_relay_mode_fails_a_run_that_relays_nothing(pytester):
     assert "nothing was relayed through dlinterop" in result.stdout.str()
 
 
-def test_good_producers_and_consumers_break_no_rule(pytester):
-    torch = pytest.importorskip("torch")
-    del torch
-    pytester.makepyfile(
-        test_good=textwrap.dedent(
-            """\
-            import numpy as np
-            import pytest
-            import torch
-            import torch.utils.dlpack
-
-            import dlinterop as dl
-
-
-            def producers():
-                readonly = np.arange(6.0).reshape(2, 3)
-                readonly.flags.writeable = False
-                return [
-                    np.arange(6.0).reshape(2, 3),
-                    np.arange(10)[::2],
-                    np.zeros((0, 3), np.float32),
-                    np.array(3.0),
-                    readonly,
-                    torch.arange(6.0).reshape(2, 3),
-                    torch.arange(10)[::2],
-                    dl.zeros((2, 3), "float32"),
-                ]
-
-
-            @pytest.mark.parametrize("copy", [None, True, False])
-            def test_numpy_consumes(copy):
-                for x in producers():
-                    try:
-                        np.from_dlpack(x, copy=copy)
-                    except (BufferError, ValueError):
-                        pass  # a copy it may not make
-
-            def test_torch_consumes():
-                for x in producers()[:4] + producers()[5:]:
-                    torch.from_dlpack(x)
-                    torch.utils.dlpack.from_dlpack(x)
-                    torch.from_dlpack(x, copy=True)
-            """
-        ),
-    )
-    # torch's copy=True export lacks IS_COPIED: a known deviation (docs/conformance.md)
-    known = "--dlpack-allow=producer.copy-true:torch"
-    for options in ((), ("--dlpack-relay",)):
-        result = pytester.runpytest(*PLUGIN, known, *options)
-        result.assert_outcomes(passed=4)
-        out = result.stdout.str()
-        counted = re.findall(r"^  ([\w.-]+): \d+ violations?( \(allowed\))?$", out, re.M)
-        assert counted in ([], [("producer.copy-true", " (allowed)")]), out
-        checked = int(re.search(r"(\d+) exchanges checked", out).group(1))
-        assert checked >= 40
-
-
-def test_torch_writing_a_read_only_array_is_caught(pytester):
-    """A real peer's deviation (docs/conformance.md's matrix): torch has no read-only
-    tensors, so a read-only NumPy array becomes a writable tensor over its memory."""
-    pytest.importorskip("torch")
-    pytester.makepyfile(
-        test_torch=textwrap.dedent(
-            """\
-            import numpy as np
-            import torch
-
-
-            def test_read_only():
-                a = np.arange(4.0)
-                a.flags.writeable = False
-                torch.from_dlpack(a)
-            """
-        ),
-    )
-    result = pytester.runpytest(*PLUGIN)
-    result.assert_outcomes(failed=1)
-    assert "DLPack violation consumer.read-only" in result.stdout.str()
-    assert "producer numpy.ndarray, consumer torch.from_dlpack" in result.stdout.str()
-
-
-def test_version_asked_maps_to_the_checker_rule_of_that_version():
-    assert call_rules._version_rule(None) == "producer.default-legacy"
-    assert call_rules._version_rule((0, 8)) == "producer.max-version-0.8"
-    assert call_rules._version_rule((1, 0)) == "producer.max-version-1.0"
-    assert call_rules._version_rule((1, 2)) == "producer.max-version-1.0"
-    assert call_rules._version_rule((1, 3)) == "producer.max-version-1.3"
-    assert call_rules._version_rule((1, 7)) == "producer.max-version-1.99"
-    assert call_rules._version_rule((2, 0)) == "producer.max-version-2.0"
-
-
-def test_a_versioned_capsule_for_max_version_0_8_is_caught():
-    from dlinterop.testing._conformance import Producer
-
-    seen = []
-    exchange = call_rules.Exchange("a consumer", Producer(strides=(1,)), seen.append, {})
-    call_rules.CheckingProxy(exchange)  # what the plugin hands a consumer
-    exchange.producer.force_versioned = True
-    call_rules.CheckingProxy(exchange).__dlpack__(max_version=(0, 8))
-    assert [v.rule for v in seen] == ["producer.max-version-0.8"]
-    assert "a versioned capsule for max_version=(0, 8)" in seen[0].seen
-
-
-def test_every_rule_checked_per_call_is_a_checker_rule_or_documented_as_call_only():
-    checker_ids = {r.id for r in RULES}
-    for rule_id in call_rules.CALL_RULES:
-        assert rule_id in checker_ids or rule_id in call_rules.CALL_ONLY_RULES, rule_id
-    assert not set(call_rules.CALL_ONLY_RULES) & checker_ids
-
-
 # ---- loading: the entry point, -p, and nothing done unless asked
 
 
@@ -615,3 +292,17 @@ def test_importing_the_plugin_imports_no_peer_and_no_checker():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_the_peer_deviations_ci_allows_each_name_a_rule_and_an_upstream_link():
+    """.ci/peer-deviations.txt, the one list of what CI allows in the peers' suites."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", ".ci", "peer-deviations.txt")
+    with open(path) as f:
+        entries = [line.split() for line in f if line.strip() and not line.startswith("#")]
+    assert entries
+    for entry in entries:
+        assert len(entry) == 2, entry
+        allowed, link = entry
+        rule_id, _, who = allowed.partition(":")
+        assert rule_id in call_rules.known_ids() and who, allowed
+        assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+/\S+", link), link

@@ -297,7 +297,8 @@ def test_registered_whichever_is_imported_first():
 # release, which arrives asynchronously: each cluster test waits for dlinterop's counters
 # to come back to where they were (nothing leaked in the client) instead of the automatic
 # check, which looks at once.
-pytestmark = pytest.mark.no_leak_check
+# Slow (a local Dask cluster): deselected unless --run-slow (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.no_leak_check]
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,9 @@ import sys
 
 import pytest
 
+# Slow (Dask and Ray clusters): deselected unless --run-slow (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("distributed", reason="Dask distributed is not installed (the 'dask' extra)")
 pytest.importorskip("ray", reason="Ray is not installed (the 'ray' extra)")
 

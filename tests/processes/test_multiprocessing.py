@@ -18,7 +18,9 @@ import dlinterop as dl
 
 import mp_workers
 
+# Slow (child processes, each start method): deselected unless --run-slow (tests/conftest.py).
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(
         not sys.platform.startswith("linux"),
         reason="shared-memory Tensors are built on Linux memfds",

@@ -16,7 +16,8 @@ ray = pytest.importorskip(
 # Ray's object store keeps what the driver put or got alive until Ray lets go, which it
 # does asynchronously: these tests wait for dlinterop's counters instead of the automatic
 # check, which looks at once.
-pytestmark = pytest.mark.no_leak_check
+# Slow (a local Ray cluster): deselected unless --run-slow (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.no_leak_check]
 
 
 @pytest.fixture(scope="module")

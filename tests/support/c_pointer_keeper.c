@@ -1,5 +1,5 @@
 /* A DLPack consumer with the lifetime bugs dlinterop's sanitizer exists to catch, loaded
- * with ctypes by tests/sanitizer/: it keeps the data pointer of a managed tensor after
+ * with ctypes by tests/lifetime_sanitizer/: it keeps the data pointer of a managed tensor after
  * releasing it, releases it twice, or releases it from a C atexit handler, after the
  * interpreter has finalised. Plain C: it knows DLPack's structs, nothing of Python. */
 #include <stdlib.h>

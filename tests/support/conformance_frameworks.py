@@ -72,7 +72,7 @@ def bit_careless():
     is padded, and refuse a type they cannot export with TypeError; its from_dlpack drops the
     padded flag before reading (so padded data reads as packed)."""
     import dlinterop as dl
-    from dlinterop.testing._frameworks import _numpy_dtype
+    from dlinterop.testing._frameworks.dtypes import _numpy_dtype
 
     def make(values, dtype):
         a = np.ascontiguousarray(np.asarray(values).astype(_numpy_dtype(dtype)))

@@ -3,10 +3,10 @@ alike (dlinterop.testing's list, the checker's), and varied values of each."""
 
 import numpy as np
 
-from dlinterop.testing._frameworks import _STANDARD
+from dlinterop.testing._frameworks.dtypes import numpy_shared_dtypes
 
 # bool, the signed and unsigned integers, float16/32/64, complex64/128
-STANDARD = list(_STANDARD)
+STANDARD = list(numpy_shared_dtypes())
 
 
 def values_of(name, n=6):

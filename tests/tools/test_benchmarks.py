@@ -13,6 +13,9 @@ import sys
 
 import pytest
 
+# Slow (the benchmark runners, end to end): deselected unless --run-slow (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SUITE = os.path.join(REPO, "benchmarks", "benchmarks")
 MODULES = sorted(
@@ -290,3 +293,13 @@ def test_plugin_overhead_prints_each_exchange_plain_checked_and_relayed():
     for variant in ("plain", "checked", "relayed"):
         assert re.search(rf"^  {variant} +[\d.]+ us +[\d.]+x plain$", out.stdout, re.M), variant
     assert "violations" not in out.stdout
+
+
+def test_exchange_tables_prints_each_way_beside_dlpack():
+    pytest.importorskip("numpy")
+    out = run(["benchmarks/exchange_tables.py", "--repeats", "1", "--number", "5"])
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "16 float32" in out.stdout
+    for way in ("view (table)", "owning (table)", "__dlpack__"):
+        line = rf"^  {re.escape(way)} +[\d.]+ ns +[\d.]+x __dlpack__$"
+        assert re.search(line, out.stdout, re.M), way

@@ -58,6 +58,7 @@ def test_each_command_has_help(command):
     assert out.stdout.startswith(f"usage: python -m dlinterop {command}")
 
 
+@pytest.mark.slow
 def test_info_is_the_default_report():
     default, info = cli(), cli("info")
     assert default.returncode == info.returncode == 0, default.stderr + info.stderr
@@ -109,6 +110,7 @@ def test_bench_times_dlinterop_beside_the_installed_peers(tmp_path):
         assert all("numpy" in row["ns"] for row in result["rows"])
 
 
+@pytest.mark.slow
 def test_bench_takes_every_framework_the_checker_knows(tmp_path):
     from dlinterop._cli.bench import framework_namespace
     from dlinterop.testing import FRAMEWORKS

@@ -61,6 +61,7 @@ NEWER_FRAMEWORKS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(NEWER_FRAMEWORKS))
 def test_each_framework_is_set_up_and_checked_both_ways(name):
     pytest.importorskip(NEWER_FRAMEWORKS[name])
@@ -116,6 +117,7 @@ def test_a_crash_fails_its_rule_and_the_run_goes_on():
     assert len(report.results) == len([r for r in dt.RULES if r.role == "consumer"])
 
 
+@pytest.mark.slow
 def test_a_careless_framework_fails_with_reasons():
     fw = dt.framework("conformance_frameworks:careless")
     report = dt.check(fw)  # a Framework object: checked in this process
@@ -133,6 +135,7 @@ def test_a_careless_framework_fails_with_reasons():
     dt.assert_conforms(report, allow=[r.rule for r in report.failures()])
 
 
+@pytest.mark.slow
 def test_bit_pattern_rules_catch_a_framework_that_misreads_bits():
     pytest.importorskip("ml_dtypes")  # (the sub-byte values are ml_dtypes')
     report = dt.check(dt.framework("conformance_frameworks:bit_careless"))
@@ -270,3 +273,22 @@ def test_a_crash_is_reported_by_its_message_not_its_backtrace():
         "Fatal Python error: Segmentation fault"
     )
     assert _crash_line("") == ""
+
+
+def test_a_consumer_that_ignores_byte_offset_reads_a_pattern_not_the_payload():
+    """consumer.byte-offset once passed for Warp now and then: the bytes before byte_offset
+    were whatever an earlier producer's block had left there, at times the same payload.
+    They hold a pattern now, so a consumer reading from `data` alone fails every time."""
+    import ctypes
+
+    from dlinterop.testing import _conformance
+
+    payload = bytes(range(16))
+    p = _conformance.Producer(payload, shape=(4,), code=0, bits=32, strides=(1,))
+    p.byte_offset = 16
+    capsule = p.make_capsule()
+    info = _conformance.inspect(capsule)
+    assert ctypes.string_at(info["data"] + info["byte_offset"], 16) == payload
+    assert ctypes.string_at(info["data"], 16) == b"\xa5" * 16
+    del capsule
+    assert p.deleter_calls == 1

@@ -76,7 +76,7 @@ NEEDS = {"cuda": "needs a usable CUDA device: dlinterop.cuda.is_available() is F
 
 
 def pages():
-    return ["README.md"] + sorted(
+    return ["README.md", "CHANGELOG.md", "CONTRIBUTING.md"] + sorted(
         os.path.join("docs", n) for n in os.listdir(DOCS) if n.endswith(".md")
     )
 
@@ -221,6 +221,19 @@ def test_relative_links_resolve():
                 with open(full, encoding="utf-8") as f:
                     slugs = {slug(h) for h in re.findall(r"^#+ (.+)$", f.read(), re.M)}
                 assert anchor in slugs, f"{page}: link to {target}: no such heading"
+
+
+def test_recipes_with_config_settings_upgrade_pip_first():
+    """pip's -C (--config-settings) arrived in pip 23.1, after the pip that Python 3.10 ships
+    (23.0): a recipe that passes -C to pip upgrades pip in the lines before."""
+    config = re.compile(r"\bpip install\b.*\s-C\S")
+    for page in pages():
+        for _, body, _, _ in blocks(read(page)):
+            lines = body.splitlines()
+            for i, line in enumerate(lines):
+                if config.search(line):
+                    before = "\n".join(lines[:i])
+                    assert "pip install --upgrade pip" in before, f"{page}: {line!r}"
 
 
 def slug(heading):

@@ -85,6 +85,7 @@ def _type_checker_cwd(tmp_path):
     return REPO if _editable() else tmp_path
 
 
+@pytest.mark.slow
 def test_stubs_match_the_runtime_for_the_whole_package(tmp_path):
     pytest.importorskip("mypy")
     allowlist = os.path.join(REPO, "tests", "support", "stubtest-allowlist.txt")

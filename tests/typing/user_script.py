@@ -18,8 +18,10 @@ assert_type(t.__dlpack__(max_version=(1, 3), copy=False), CapsuleType)
 assert_type(t.__dlpack_device__(), tuple[dl.DeviceType, int])
 assert_type(dl.from_dlpack(t), dl.Tensor)
 assert_type(dl.asarray(bytearray(8)), dl.Tensor)
+assert_type(dl.asarray([1, 2], "int8", copy=True), dl.Tensor)
 assert_type(dl.to_dlpack(t), CapsuleType)
 assert_type(dl.dtype("bfloat16"), dl.DType)
+assert_type(dl.dtype(float), dl.DType)
 assert_type(dl.Device("cpu"), dl.Device)
 assert_type(dl.memory_stats(), dict[str, int])
 assert_type(dl.get_include(), str)
@@ -44,3 +46,14 @@ assert_type(dl.zeros_like(t), dl.Tensor)
 assert_type(dl.to_framework(out, like=t), dl.Tensor)
 assert_type(dl.to_framework(out, like=dl.Tensor), dl.Tensor)
 assert_type(dl.check_tensor(out, "out", dtype="int32", ndim=1, writable=True), dl.Tensor)
+
+# What a NumPy user types first.
+t[0, 1] = 2.5
+t[:, ::2] = [[1.0, 2.0]]
+assert_type(t.astype(float, copy=False), dl.Tensor)
+assert_type(t < 1.0, dl.Tensor)
+assert_type(t.flatten(), dl.Tensor)
+assert_type(t.ravel("K"), dl.Tensor)
+assert_type(t.copy("F"), dl.Tensor)
+assert_type(dl.full(2, dl.tensor(1.5)), dl.Tensor)  # an array of no axis is a number
+assert_type(dl.arange(dl.tensor(3)), dl.Tensor)

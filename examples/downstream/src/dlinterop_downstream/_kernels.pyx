@@ -25,16 +25,26 @@ import_dlinterop()
 
 # -- tensors from our own memory -----------------------------------------------------------
 
-# Blocks made by arange() and not yet freed. A DLPack deleter may run on any thread without
-# the GIL; this example's only run from a Tensor's dealloc, which holds it, so a plain
-# counter is enough here (use an atomic where producers hand tensors to other threads).
-cdef Py_ssize_t _live_blocks = 0
+# Blocks made by arange() and not yet freed. A DLPack deleter may run on any thread, without
+# the GIL (a free-threaded CPython has none): the count is kept with atomic operations
+# (gcc's and clang's builtins).
+cdef extern from *:
+    """
+    static Py_ssize_t dli_example_live_blocks = 0;
+    static inline void dli_example_count(Py_ssize_t change) {
+      __atomic_fetch_add(&dli_example_live_blocks, change, __ATOMIC_RELAXED);
+    }
+    static inline Py_ssize_t dli_example_counted(void) {
+      return __atomic_load_n(&dli_example_live_blocks, __ATOMIC_RELAXED);
+    }
+    """
+    void _count_blocks "dli_example_count"(Py_ssize_t change) noexcept nogil
+    Py_ssize_t _blocks_counted "dli_example_counted"() noexcept nogil
 
 
 cdef void _free_block(DLManagedTensorVersioned* managed) noexcept nogil:
-    global _live_blocks
     free(managed)
-    _live_blocks -= 1
+    _count_blocks(-1)
 
 
 def arange(int64_t n):
@@ -42,13 +52,12 @@ def arange(int64_t n):
     block holds the managed struct, the shape and the data."""
     if n < 0:
         raise ValueError(f"n must be non-negative, got {n}")
-    global _live_blocks
     cdef size_t header = sizeof(DLManagedTensorVersioned) + sizeof(int64_t)
     cdef DLManagedTensorVersioned* managed = <DLManagedTensorVersioned*>malloc(
         header + <size_t>n * sizeof(float))
     if managed == NULL:
         raise MemoryError()
-    _live_blocks += 1
+    _count_blocks(1)
     cdef int64_t* shape = <int64_t*>(managed + 1)
     cdef float* data = <float*>(<char*>managed + header)
     cdef int64_t i
@@ -78,7 +87,7 @@ def arange(int64_t n):
 
 def live_blocks():
     """How many blocks arange() made that no Tensor has freed yet."""
-    return _live_blocks
+    return _blocks_counted()
 
 
 def arange_capsule(int64_t n, bint versioned=True):

@@ -1,0 +1,198 @@
+# Provides: exchange tables for other types' objects (dl.exchange_api_for): NumPy's, read
+# through NumPy's C API, and a generic one over __dlpack__.
+# Uses: runtime.pxi, once.pxi, allocator.pxi, export.pxi, consume.pxi, numpy_route.pxi,
+# producers.pxi, importer.pxi, exchange.pxi.
+
+# Both tables are static structs filled once, at import (as exchange.pxi's), and published
+# each in one capsule made then: exchange_api_for only picks one, so every call for a type
+# returns the same capsule object. Their Python-facing functions follow exchange.pxi's
+# convention: `except -1` functions stored through void* in the noexcept pointer types.
+
+cdef int64_t _no_dims[1]   # shape and strides of a 0-d view: filled, never NULL
+
+
+# NumPy keeps strides in bytes, DLPack in elements, so a view's strides need memory that
+# lives as long as the array: a block of shape then strides, interned for the process by
+# src/numpy_route.c (no allocation once a layout has been seen). Past its bound, a block is
+# kept per array instead, in this dict (id -> [weak reference, blocks...]) until the array
+# dies, when the weak reference's callback drops the entry; a block is reused while the
+# array's layout stays the same.
+cdef dict _numpy_view_blocks = {}
+
+
+cdef const int64_t* _kept_layout(object array, const int64_t* layout, int ndim) except NULL:
+    """A copy of layout[0:2 * ndim] that lives as long as `array`."""
+    cdef Py_ssize_t nbytes = 2 * ndim * sizeof(int64_t)
+    cdef Py_ssize_t i
+    key = id(array)
+    entry = _numpy_view_blocks.get(key)
+    if entry is not None:
+        # A list is read item by item under free-threading: a block appended meanwhile by
+        # another thread is either seen or not, never half made.
+        for i in range(1, len(entry)):
+            block = entry[i]
+            if memcmp(PyBytes_AS_STRING(block), layout, nbytes) == 0:
+                return <const int64_t*>PyBytes_AS_STRING(block)
+    block = PyBytes_FromStringAndSize(<const char*>layout, nbytes)
+    if entry is None:
+        def drop(ref):
+            # Only this array's entry: the id may since belong to another array.
+            if _numpy_view_blocks.get(key, (None,))[0] is ref:
+                _numpy_view_blocks.pop(key, None)
+        entry = _numpy_view_blocks.setdefault(key, [weakref.ref(array, drop)])
+    entry.append(block)   # never removed while the array lives: earlier views stay valid
+    return <const int64_t*>PyBytes_AS_STRING(block)
+
+
+def _numpy_view_block_count():
+    """Testing aid: how many arrays keep blocks of their own for their views (once the
+    interned layouts are full)."""
+    return len(_numpy_view_blocks)
+
+
+cdef int _check_numpy_object(object obj) except -1:
+    if not dli_numpy_is_array(<PyObject*>obj):
+        raise TypeError(f"dlinterop's exchange table for numpy.ndarray takes numpy.ndarray "
+                        f"objects, got {type(obj).__name__}")
+    return 0
+
+
+cdef int _numpy_view(void* py_object, DLTensor* out) except -1:
+    """A non-owning view of an ndarray, valid while it lives; strides always filled."""
+    cdef int64_t layout[2 * MAX_NDIM]
+    cdef int readonly = 0
+    cdef const int64_t* kept
+    array = <object>py_object
+    _check_numpy_object(array)
+    if dli_numpy_view(<PyObject*>array, out, layout, MAX_NDIM, &readonly) != 0:
+        raise BufferError(
+            f"dlinterop's NumPy exchange table cannot view this {type(array).__name__} "
+            f"(dtype {array.dtype!r}, strides {array.strides}) in place: a non-native byte "
+            "order, a dtype outside NumPy's builtin table, strides that are not whole items "
+            "or memory NumPy imported through DLPack; managed_tensor_from_py_object_no_sync "
+            "asks NumPy's __dlpack__ instead")
+    if out.ndim == 0:
+        out.shape = _no_dims
+        out.strides = _no_dims
+        return 0
+    kept = dli_layout_interned(layout, 2 * out.ndim)
+    if kept == NULL:
+        kept = _kept_layout(array, layout, out.ndim)
+    out.shape = <int64_t*>kept
+    out.strides = <int64_t*>kept + out.ndim
+    return 0
+
+
+cdef int _numpy_to_managed(void* py_object, DLManagedTensorVersioned** out) except -1:
+    """Owning export of an ndarray, no stream synchronisation; NumPy's __dlpack__ decides
+    for the arrays its C API route cannot describe (and raises its BufferError)."""
+    array = <object>py_object
+    _check_numpy_object(array)
+    t = _import_numpy_native(array)
+    if t is None:
+        t = _import_from_producer(array, None)
+    return _managed_of(t, out)
+
+
+cdef int _managed_of(Tensor t, DLManagedTensorVersioned** out) except -1:
+    out[0] = _make_versioned_managed(t, DLPACK_MINOR_VERSION,
+                                     t.flags & DLPACK_FLAG_BITMASK_READ_ONLY)
+    return 0
+
+
+cdef int _numpy_to_py(DLManagedTensorVersioned* tensor, void** out_py_object) except -1:
+    """Steals `tensor`; a new reference to an ndarray sharing its memory."""
+    t = tensor_from_managed(tensor, False)   # from here the Tensor owns it
+    array = _wrap_as_ndarray(t)
+    if array is None:
+        # A dtype or device outside the C route's table: NumPy's own from_dlpack decides.
+        array = _module_if_run("numpy").from_dlpack(t)
+    Py_IncRef(<PyObject*>array)
+    out_py_object[0] = <void*>array
+    return 0
+
+
+cdef int _generic_to_managed(void* py_object, DLManagedTensorVersioned** out) except -1:
+    """Owning export through obj.__dlpack__(max_version=(1, 3)), once per call (an older
+    producer's signature as from_dlpack falls back to it)."""
+    return _managed_of(_import_from_producer(<object>py_object, None), out)
+
+
+cdef int _generic_view(void* py_object, DLTensor* out) except -1:
+    raise BufferError(
+        f"dlinterop's generic exchange table cannot give a non-owning DLTensor of a "
+        f"{type(<object>py_object).__name__}: its __dlpack__ returns an owning capsule "
+        "that nothing would keep alive; call managed_tensor_from_py_object_no_sync")
+
+
+cdef void _fill_table(DLPackExchangeAPI* api, void* to_managed, void* to_py,
+                      void* view) noexcept:
+    api.header.version.major = DLPACK_MAJOR_VERSION
+    api.header.version.minor = DLPACK_MINOR_VERSION
+    api.header.prev_api = NULL
+    api.managed_tensor_allocator = _xapi_allocator
+    api.managed_tensor_from_py_object_no_sync = <DLPackManagedTensorFromPyObjectNoSync>to_managed
+    api.managed_tensor_to_py_object_no_sync = <DLPackManagedTensorToPyObjectNoSync>to_py
+    api.dltensor_from_py_object_no_sync = <DLPackDLTensorFromPyObjectNoSync>view
+    api.current_work_stream = _xapi_current_stream   # NULL on the CPU
+
+
+cdef DLPackExchangeAPI _numpy_exchange_api
+cdef DLPackExchangeAPI _generic_exchange_api
+_fill_table(&_numpy_exchange_api, <void*>_numpy_to_managed, <void*>_numpy_to_py,
+            <void*>_numpy_view)
+_fill_table(&_generic_exchange_api, <void*>_generic_to_managed, <void*>_xapi_to_py,
+            <void*>_generic_view)
+
+
+cdef object _table_capsule(DLPackExchangeAPI* api):
+    cdef PyObject* capsule = PyCapsule_New_raw(api, EXCHANGE_API_NAME, NULL)
+    if capsule == NULL:
+        raise MemoryError()
+    result = <object>capsule
+    Py_DecRef(capsule)
+    return result
+
+
+cdef object _numpy_table = _table_capsule(&_numpy_exchange_api)
+cdef object _generic_table = _table_capsule(&_generic_exchange_api)
+
+
+def exchange_api_for(obj_or_type):
+    """A "dlpack_exchange_api" capsule holding a DLPack 1.3 C exchange table
+    (``DLPackExchangeAPI``) whose functions take objects of ``obj_or_type`` (a type, or an
+    object whose type is meant); the same capsule for every call with one type.
+
+    - ``dl.Tensor``: dlinterop's own table, ``dl.Tensor.__dlpack_c_exchange_api__``.
+    - ``numpy.ndarray`` and its subclasses: read through NumPy's C API, with no
+      ``__dlpack__`` call. ``dltensor_from_py_object_no_sync`` fills a non-owning view
+      (strides always filled) valid while the array lives: NumPy keeps strides in bytes, so
+      the shape and element strides point into a block kept for each distinct layout (for
+      the process; past a bound of distinct layouts, for the array's life). It raises
+      BufferError for arrays NumPy's ``__dlpack__`` describes differently or refuses (a
+      non-native byte order, a dtype outside NumPy's builtin table, such as ml_dtypes',
+      strides that are not whole items, memory NumPy imported through DLPack);
+      ``managed_tensor_from_py_object_no_sync`` gives those to NumPy's
+      ``__dlpack__``, which exports or refuses them. ``managed_tensor_to_py_object_no_sync``
+      returns an ndarray sharing the tensor's memory.
+    - any other type with ``__dlpack__``: a generic table whose
+      ``managed_tensor_from_py_object_no_sync`` calls ``__dlpack__(max_version=(1, 3))``
+      once per call and whose ``managed_tensor_to_py_object_no_sync`` returns a
+      ``dl.Tensor``. Its ``dltensor_from_py_object_no_sync`` raises BufferError: the view
+      would borrow from a capsule that nothing keeps alive.
+
+    Every table's ``managed_tensor_allocator`` is dlinterop's (host and, with the CUDA
+    layer, CUDA memory; C-contiguous) and ``current_work_stream`` gives NULL on the CPU.
+    Functions given an object of another type return -1 with TypeError set. Raises
+    TypeError for a type whose objects have no ``__dlpack__``."""
+    cls = obj_or_type if isinstance(obj_or_type, type) else type(obj_or_type)
+    if cls is Tensor:
+        return Tensor.__dlpack_c_exchange_api__
+    numpy = sys.modules.get("numpy")
+    ndarray = getattr(numpy, "ndarray", None) if numpy is not None else None
+    if ndarray is not None and issubclass(cls, ndarray) and _numpy_api_ready():
+        return _numpy_table
+    if getattr(cls, "__dlpack__", None) is None:
+        raise TypeError(f"{cls.__name__} objects have no __dlpack__: no DLPack exchange "
+                        "table can take them")
+    return _generic_table

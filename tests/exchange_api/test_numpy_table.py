@@ -1,0 +1,257 @@
+"""dl.exchange_api_for(numpy.ndarray): the exchange table that reads NumPy's arrays through
+its C API, called through ctypes as a C consumer would: views, owning exports, the way
+back, lifetimes and refusals."""
+
+import ctypes
+import gc
+import os
+import subprocess
+import sys
+import threading
+import weakref
+from ctypes import POINTER, byref, c_void_p
+
+import numpy as np
+import pytest
+
+import dlinterop as dl
+from dlinterop import _core
+from dlinterop.testing._frameworks.dtypes import numpy_shared_dtypes
+from exchange_api.helpers import (
+    ExchangeTable,
+    ManagedFactory,
+    assert_describes,
+    assert_values,
+    dltensor_layout,
+)
+
+from forge import READ_ONLY, DLManagedTensorVersioned, DLTensor
+
+NUMPY = ExchangeTable(dl.exchange_api_for(np.ndarray))
+
+
+def base():
+    return np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+
+
+LAYOUTS = {
+    "C": lambda: base(),
+    "Fortran": lambda: np.asfortranarray(base()),
+    "sliced": lambda: base()[1:, ::2, 1::3],
+    "negative strides": lambda: base()[::-1, :, ::-2],
+    "0-d": lambda: np.array(3.5, dtype=np.float32),
+    "empty": lambda: base()[:, :0],
+    "transposed": lambda: base().transpose(2, 0, 1),
+    "broadcast": lambda: np.broadcast_to(np.arange(3.0), (4, 3)),
+}
+
+DTYPES = numpy_shared_dtypes()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_numpy_view_is_the_array_in_place(layout):
+    array = LAYOUTS[layout]()
+    assert_describes(NUMPY.view(array), array)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_numpy_view_of_every_dtype(dtype):
+    array = (np.arange(12) % 3).astype(dtype).reshape(3, 4)[:, ::-2]
+    assert_describes(NUMPY.view(array), array)
+
+
+def test_numpy_view_of_a_subclass():
+    class Sub(np.ndarray):
+        pass
+
+    array = np.arange(6, dtype=np.int32).reshape(2, 3).view(Sub)[:, 1:]
+    assert_describes(ExchangeTable(dl.exchange_api_for(Sub)).view(array), array)
+
+
+def test_numpy_views_of_one_layout_share_a_block_that_outlives_them():
+    first_array, second_array = base()[:, 1:, ::2], (base() + 1)[:, 1:, ::2]
+    first, second = NUMPY.view(first_array), NUMPY.view(second_array)
+    assert ctypes.addressof(first.strides.contents) == ctypes.addressof(second.strides.contents)
+    assert_describes(second, second_array)
+    layout = (first_array.shape, tuple(s // 4 for s in first_array.strides))
+    del first_array, second_array
+    gc.collect()
+    assert dltensor_layout(first) == layout
+    assert _core._numpy_view_block_count() == 0, "no array needed a block of its own"
+
+
+BLOCKS_PER_ARRAY_ONCE_FULL = """
+import gc, numpy as np, dlinterop as dl
+from dlinterop import _core
+from exchange_api.helpers import ExchangeTable, assert_describes
+NUMPY = ExchangeTable(dl.exchange_api_for(np.ndarray))
+kept = [np.zeros(n, np.int8) for n in range(1, 6000)]  # more layouts than the table holds
+views = [NUMPY.view(a) for a in kept]
+count = _core._numpy_view_block_count()
+assert 0 < count < len(kept), count
+for view, array in zip(views[::97], kept[::97]):
+    assert_describes(view, array)
+    assert_describes(NUMPY.view(array), array)
+assert _core._numpy_view_block_count() == count, "a second view reuses the array's block"
+del kept[:], views[:], view, array
+gc.collect()
+assert _core._numpy_view_block_count() == 0, "blocks freed with their arrays"
+print("ok")
+"""
+
+
+def test_numpy_views_keep_blocks_per_array_once_layouts_are_full():
+    # In a child: the layouts it interns stay for the life of its process.
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.pathsep.join([tests, os.path.join(tests, "support")])
+    out = subprocess.run(
+        [sys.executable, "-P", "-c", BLOCKS_PER_ARRAY_ONCE_FULL],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": path},
+        timeout=120,
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr
+
+
+def test_numpy_view_does_not_hold_the_array():
+    array = base()
+    count = sys.getrefcount(array)
+    NUMPY.view(array)
+    assert sys.getrefcount(array) == count
+
+
+def test_numpy_views_from_threads_agree():
+    arrays = [base()[:, i % 4 :, :: 1 + i % 3] for i in range(8)]
+    layouts = [(a.shape, tuple(s // a.itemsize for s in a.strides)) for a in arrays]
+    barrier = threading.Barrier(4)
+    failures = []
+
+    def view_all():
+        barrier.wait()
+        for _ in range(50):
+            for array, layout in zip(arrays, layouts):
+                if dltensor_layout(NUMPY.view(array)) != layout:
+                    failures.append(layout)
+
+    threads = [threading.Thread(target=view_all) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+
+
+def test_numpy_owned_tensor_outlives_its_array():
+    array = np.arange(24, dtype=np.int64).reshape(4, 6)[::-1, 1::2]
+    expected = array.copy()
+    managed = NUMPY.managed(array)
+    m = managed.contents
+    assert (m.version.major, m.version.minor) == (1, 3)
+    assert m.flags & READ_ONLY == 0
+    ref = weakref.ref(array)
+    del array
+    gc.collect()
+    assert ref() is not None, "the managed tensor holds the array"
+    assert_values(m.dl_tensor, expected)
+    m.deleter(managed)
+    gc.collect()
+    assert ref() is None, "the deleter released the array"
+
+
+def test_numpy_owned_tensor_deleter_releases_exactly_its_reference():
+    array = base()[:, ::2]
+    count = sys.getrefcount(array)
+    managed = NUMPY.managed(array)
+    assert sys.getrefcount(array) > count
+    managed.contents.deleter(managed)
+    gc.collect()
+    assert sys.getrefcount(array) == count
+
+
+def test_numpy_to_py_returns_an_array_sharing_the_memory_and_steals():
+    array = base()[1:, ::-1]
+    count = sys.getrefcount(array)
+    result = NUMPY.to_object(NUMPY.managed(array))
+    assert type(result) is np.ndarray
+    assert result.ctypes.data == array.ctypes.data
+    assert result.strides == array.strides and result.dtype == array.dtype
+    np.testing.assert_array_equal(result, array)
+    result[0, 0, 0] = -1.0
+    assert array[0, 0, 0] == -1.0
+    del result
+    gc.collect()
+    # The tensor was the array's: its deleter ran once, when the result died.
+    assert sys.getrefcount(array) == count
+
+
+def test_numpy_to_py_keeps_read_only():
+    array = base()
+    array.flags.writeable = False
+    assert not NUMPY.to_object(NUMPY.managed(array)).flags.writeable
+
+
+def test_numpy_to_py_of_a_foreign_tensor_calls_its_deleter_once():
+    factory = ManagedFactory()
+    result = NUMPY.to_object(ctypes.pointer(factory.make()))
+    np.testing.assert_array_equal(result, [1, 2, 3, 4])
+    assert factory.deleted == 0
+    del result
+    gc.collect()
+    assert factory.deleted == 1
+
+
+def test_numpy_to_py_steals_on_failure():
+    factory = ManagedFactory()
+    managed = factory.make()
+    managed.dl_tensor.ndim = -1
+    out = c_void_p()
+    with pytest.raises(BufferError, match="-1 dimensions"):
+        NUMPY.to_py(ctypes.pointer(managed), byref(out))
+    assert factory.deleted == 1
+
+
+@pytest.mark.parametrize("make", [lambda: dl.zeros(3), lambda: [1.0], lambda: 3.0])
+def test_numpy_table_refuses_other_objects(make):
+    obj = make()
+    out = DLTensor()
+    with pytest.raises(TypeError, match="numpy.ndarray"):
+        NUMPY.view_of(id(obj), byref(out))
+    managed = POINTER(DLManagedTensorVersioned)()
+    with pytest.raises(TypeError, match="numpy.ndarray"):
+        NUMPY.from_py(id(obj), byref(managed))
+    assert not managed
+
+
+def refused_arrays():
+    yield "non-native byte order", np.arange(6, dtype=np.float32).astype(">f4")
+    yield "strides not whole items", np.zeros(4, dtype="i4,i2")["f0"]
+    try:
+        import ml_dtypes
+    except ImportError:
+        return
+    yield "ml_dtypes bfloat16", np.arange(4, dtype=ml_dtypes.bfloat16)
+
+
+@pytest.mark.parametrize("case", list(refused_arrays()), ids=lambda case: case[0])
+def test_numpy_table_refuses_what_it_cannot_describe(case):
+    array = case[1]
+    out = DLTensor()
+    with pytest.raises(BufferError, match="cannot view"):
+        NUMPY.view_of(id(array), byref(out))
+    managed = POINTER(DLManagedTensorVersioned)()
+    with pytest.raises(BufferError):
+        NUMPY.from_py(id(array), byref(managed))
+    assert not managed
+
+
+def test_numpy_table_owning_export_falls_back_to_numpys_dlpack():
+    # An array NumPy made from a capsule: the C route leaves it to NumPy's __dlpack__.
+    array = np.from_dlpack(dl.tensor([1.0, 2.0, 3.0]))
+    with pytest.raises(BufferError, match="cannot view"):
+        NUMPY.view_of(id(array), byref(DLTensor()))
+    managed = NUMPY.managed(array)
+    try:
+        assert_describes(managed.contents.dl_tensor, array)
+    finally:
+        managed.contents.deleter(managed)
