@@ -1,8 +1,11 @@
 # The table of dlinterop/abi.h as dlinterop._capi fills it (the downstream surface is
 # dlinterop/abi.pxd, which calls through it).
+from cpython.object cimport PyTypeObject
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 
-from dlinterop.dlpack cimport DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor
+from dlinterop.dlpack cimport (
+    DLDataType, DLDevice, DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor,
+)
 from dlinterop.abi cimport ArgSpec
 
 
@@ -44,6 +47,7 @@ cdef extern from "dlinterop/abi.h":
         # 1.1
         object (*from_dlpack)(object obj, const DLDevice* device, int copy)
         int (*tensor_flags)(object tensor, uint64_t* flags) except -1
+        const DLPackExchangeAPI* (*exchange_api_for)(PyTypeObject* type) except NULL
 
 
 cdef extern from "abi_storage.h":

@@ -8,11 +8,14 @@ compile in depends on the layout of dlinterop's objects (docs/cython.md).
 The older `cdef api` functions (dlinterop/_capi_api.h, import_dlinterop___capi()) were retired
 in 0.2.0: each has its entry in the table (docs/cython.md, "Plain C and C++")."""
 
-from cpython.pycapsule cimport PyCapsule_New
+from cpython.object cimport PyObject, PyTypeObject
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_New
+from cpython.type cimport PyType_Check
 from libc.stdint cimport uint64_t
 
 from dlinterop.dlpack cimport (
-    DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY, DLDataType, DLDevice, DLTensor,
+    DLPACK_FLAG_BITMASK_IS_COPIED, DLPACK_FLAG_BITMASK_READ_ONLY, DLDataType, DLDevice,
+    DLPackExchangeAPI, DLTensor,
 )
 from dlinterop._core cimport (
     DType, Tensor, _from_dlpack, device_from_object, empty_tensor, tensor_from_managed,
@@ -23,10 +26,14 @@ from dlinterop._abi_table cimport (
     DLINTEROP_ABI_CAPSULE, DLInteropABI, dli_abi_finish, dli_abi_storage, dli_make_fn,
     dli_managed_fn, dli_new_fn, dli_new_like_fn,
 )
+from dlinterop._lib.threadsafe cimport type_version
+from dlinterop._lib.type_cache cimport (
+    dli_type_cache, type_cache_fetch, type_cache_forget, type_cache_last,
+)
 from dlinterop.frameworks cimport borrow, check_arg, empty_like_c, to_framework_c, zeros_like_c
 
 from dlinterop import __version__
-from dlinterop._core import CopyError, Device, dtype as _dtype
+from dlinterop._core import CopyError, Device, dtype as _dtype, exchange_api_for
 
 
 cdef inline Tensor _as_tensor(object obj):
@@ -88,6 +95,37 @@ cdef int _abi_tensor_flags(object tensor, uint64_t* flags) except -1:
     return 0
 
 
+# type -> the capsule of dl.exchange_api_for(type), without keeping the type alive
+# (src/type_cache.h); the capsules are the core's, made once, and refer to no type.
+cdef dli_type_cache _exchange_cache
+
+
+def _forget_exchange_type(ref):
+    """The weak-reference callback of the exchange-table cache: the type died."""
+    type_cache_forget(&_exchange_cache, <PyObject*>ref)
+
+
+cdef object _describe_exchange(type cls, unsigned int* tag):
+    capsule = exchange_api_for(cls)
+    getattr(cls, "__dlpack__", None)   # a type lookup assigns the version tag if it has none
+    tag[0] = type_version(cls)
+    return capsule
+
+
+cdef const DLPackExchangeAPI* _abi_exchange_api_for(PyTypeObject* cls) except NULL:
+    if cls == NULL or not PyType_Check(<object>cls):
+        raise TypeError("exchange_api_for takes a type, got "
+                        + ("NULL" if cls == NULL else type(<object>cls).__name__))
+    cdef PyObject* last = type_cache_last(&_exchange_cache, <PyObject*>cls,
+                                          type_version(<object>cls))
+    if last != NULL:
+        capsule = <object>last
+    else:
+        capsule = type_cache_fetch(&_exchange_cache, <type>cls, _describe_exchange,
+                                   _forget_exchange_type)
+    return <const DLPackExchangeAPI*>PyCapsule_GetPointer(capsule, "dlpack_exchange_api")
+
+
 cdef bytes _version = __version__.encode()   # the table's version string points into it
 cdef dli_abi_storage _storage
 cdef DLInteropABI* _table = &_storage.table
@@ -115,6 +153,7 @@ _table.parse_device = _abi_parse_device
 _table.copy_error = <void*>CopyError   # the module holds CopyError (imported above)
 _table.from_dlpack = _abi_from_dlpack
 _table.tensor_flags = _abi_tensor_flags
+_table.exchange_api_for = _abi_exchange_api_for
 dli_abi_finish(&_storage)                # the size (and, in a test build, what it appends)
 
 abi_table = PyCapsule_New(_table, DLINTEROP_ABI_CAPSULE, NULL)

@@ -5,9 +5,12 @@
 # dlinterop.get_include()), so nothing compiled in depends on the layout of dlinterop's
 # objects: an extension built on this needs no rebuild when dlinterop is upgraded, and can
 # be an abi3 wheel. Tensors are plain objects here; their DLTensor comes from dltensor().
+from cpython.object cimport PyTypeObject
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
-from dlinterop.dlpack cimport DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor
+from dlinterop.dlpack cimport (
+    DLDataType, DLDevice, DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor,
+)
 
 
 cdef extern from "dlinterop/abi.h":
@@ -79,3 +82,8 @@ cdef extern from "dlinterop/abi.h":
     object from_dlpack "DLInterop_FromDLPack"(object obj, const DLDevice* device, int copy)
     # The DLPack flags (READ_ONLY, IS_COPIED) that apply to the Tensor's memory.
     int tensor_flags "DLInterop_TensorFlags"(object tensor, uint64_t* flags) except -1
+    # The DLPack 1.3 exchange table for objects of `cls` (dl.exchange_api_for's), borrowed
+    # for the process and cached per type: pass <PyTypeObject*>type(obj). TypeError for a
+    # type whose objects have no __dlpack__.
+    const DLPackExchangeAPI* exchange_api_for "DLInterop_ExchangeAPIFor"(
+        PyTypeObject* cls) except NULL

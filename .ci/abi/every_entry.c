@@ -45,6 +45,7 @@ int dlinterop_call_every_entry(PyObject* obj) {
     other = DLInterop_FromDLPack(obj, &device, -1);
     Py_XDECREF(other);
     if (DLInterop_TensorFlags(tensor, &flags) < 0) PyErr_Clear();
+    if (DLInterop_ExchangeAPIFor(Py_TYPE(obj)) == NULL) PyErr_Clear();
   }
 #else
   other = NULL;

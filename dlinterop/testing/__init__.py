@@ -31,7 +31,8 @@ from dlinterop.testing._model import ROLES, RULES, NotApplicable, Report, Result
 
 # The rules register themselves (rule() and register(), beside their functions) as these
 # modules are imported: producer rules first, then consumer rules, in the order they print.
-from dlinterop.testing import _producer_rules, _producer_ownership_rules, _consumer_rules  # noqa: F401  # isort: skip
+from dlinterop.testing import _producer_rules, _producer_ownership_rules  # noqa: F401  # isort: skip
+from dlinterop.testing import _table_rules, _consumer_rules  # noqa: F401  # isort: skip
 from dlinterop.testing._cli import main
 from dlinterop.testing._run import (  # noqa: F401  (_worker: the child process's entry point)
     _worker,

@@ -18,14 +18,18 @@ import dlinterop
 LIMITED_API = (3, 10)
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
+# Table 1.0 is the target (the default); dot() also calls a table 1.1 entry where the
+# installed dlinterop has it (DLINTEROP_ALLOW_NEWER_ENTRIES, docs/cython.md).
+DEFINES = [("DLINTEROP_ALLOW_NEWER_ENTRIES", None)]
+if not FREE_THREADED:
+    DEFINES.append(("Py_LIMITED_API", f"0x{LIMITED_API[0]:02X}{LIMITED_API[1]:02X}0000"))
+
 extension = Extension(
     "dlinterop_downstream._kernels",
     ["src/dlinterop_downstream/_kernels.pyx"],
     # dlpack/dlpack.h and dlinterop/abi.h.
     include_dirs=[dlinterop.get_include()],
-    define_macros=[]
-    if FREE_THREADED
-    else [("Py_LIMITED_API", f"0x{LIMITED_API[0]:02X}{LIMITED_API[1]:02X}0000")],
+    define_macros=DEFINES,
     py_limited_api=not FREE_THREADED,
 )
 

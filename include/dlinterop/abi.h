@@ -136,6 +136,10 @@ typedef struct DLInteropABI {
      (DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_FLAG_BITMASK_IS_COPIED): 0, or -1 with TypeError
      for anything that is not a dlinterop Tensor. */
   int (*tensor_flags)(PyObject* tensor, uint64_t* flags);
+  /* The DLPack 1.3 exchange table whose functions take objects of `type`, borrowed (valid
+     for the process): dl.exchange_api_for(type)'s, cached per type. NULL with TypeError for
+     a type whose objects have no __dlpack__ (or for anything that is not a type). */
+  const DLPackExchangeAPI* (*exchange_api_for)(PyTypeObject* type);
   /* Entries of later minor versions go here, each under a marker of its version; their
      functions below are declared only for a target that has them (or with
      DLINTEROP_ALLOW_NEWER_ENTRIES, checking the installed table's minor version first). */
@@ -375,10 +379,18 @@ static inline int DLInterop_TensorFlags(PyObject* tensor, uint64_t* flags) {
   return api == NULL ? -1 : api->tensor_flags(tensor, flags);
 }
 
+static inline const DLPackExchangeAPI* DLInterop_ExchangeAPIFor(PyTypeObject* type) {
+  const DLInteropABI* api = DLInterop_TableWith_(1, DLINTEROP_ABI_1_1_RELEASE,
+                                                   "DLInterop_ExchangeAPIFor");
+  return api == NULL ? NULL : api->exchange_api_for(type);
+}
+
 #else
 /* Not in the targeted table: a use names what to define. */
 #define DLInterop_FromDLPack(...) DLInterop_FromDLPack_is_ABI_1_1_define_DLINTEROP_TARGET_MINOR_1
 #define DLInterop_TensorFlags(...) DLInterop_TensorFlags_is_ABI_1_1_define_DLINTEROP_TARGET_MINOR_1
+#define DLInterop_ExchangeAPIFor(...) \
+  DLInterop_ExchangeAPIFor_is_ABI_1_1_define_DLINTEROP_TARGET_MINOR_1
 #endif
 
 #ifdef __cplusplus

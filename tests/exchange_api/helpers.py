@@ -1,6 +1,7 @@
-"""What the exchange-API tests share: the table's ABI in ctypes (on top of forge's DLPack
-structs), dlinterop's own table and its functions as ctypes callables, and forged producers
-(managed tensors, tables, producer types).
+"""What the exchange-API tests share: the table's ABI in ctypes (the checker's structs,
+dlinterop.testing._tables; the functions' prototypes on top of forge's DLPack structs),
+dlinterop's own table and its functions as ctypes callables, and forged producers (managed
+tensors, tables, producer types).
 
 ctypes prototypes: the functions that touch Python objects are called through PYFUNCTYPE,
 so the GIL is held and an exception the callee leaves set is raised by ctypes, as a C
@@ -14,7 +15,6 @@ from ctypes import (
     CFUNCTYPE,
     POINTER,
     PYFUNCTYPE,
-    Structure,
     byref,
     c_char_p,
     c_float,
@@ -22,17 +22,25 @@ from ctypes import (
     c_int32,
     c_int64,
     c_void_p,
-    py_object,
 )
 
 import numpy as np
 
 import dlinterop as dl
 
+# The table's ABI (include/dlpack/dlpack.h): the checker's (dlinterop.testing._tables); the
+# function prototypes below take forge's DLPack structs.
+from dlinterop.testing._tables import (  # noqa: F401  (names the tests import from here)
+    API_NAME,
+    FUNCTIONS,
+    DLPackExchangeAPI,
+    _capsule_pointer,
+    take_object,
+)
+
 from forge import (
     DELETER_VERSIONED,
     DLManagedTensorVersioned,
-    DLPackVersion,
     DLTensor,
     capsule_name,
     make_capsule,
@@ -40,37 +48,7 @@ from forge import (
 
 SUPPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
 
-API_NAME = "dlpack_exchange_api"
 CPU, CUDA = 1, 2
-
-
-# --------------------------------------------------------------------------------------
-# The table's ABI (include/dlpack/dlpack.h), on top of forge's DLPack structs
-# --------------------------------------------------------------------------------------
-
-
-class DLPackExchangeAPIHeader(Structure):
-    pass
-
-
-DLPackExchangeAPIHeader._fields_ = [
-    ("version", DLPackVersion),
-    ("prev_api", POINTER(DLPackExchangeAPIHeader)),
-]
-
-
-class DLPackExchangeAPI(Structure):
-    _fields_ = [
-        ("header", DLPackExchangeAPIHeader),
-        ("managed_tensor_allocator", c_void_p),
-        ("managed_tensor_from_py_object_no_sync", c_void_p),
-        ("managed_tensor_to_py_object_no_sync", c_void_p),
-        ("dltensor_from_py_object_no_sync", c_void_p),
-        ("current_work_stream", c_void_p),
-    ]
-
-
-FUNCTIONS = [name for name, _ in DLPackExchangeAPI._fields_[1:]]
 assert ctypes.sizeof(DLPackExchangeAPI) == 16 + 5 * 8
 
 MANAGED_OUT = POINTER(POINTER(DLManagedTensorVersioned))
@@ -82,12 +60,6 @@ VIEW = PYFUNCTYPE(c_int, c_void_p, POINTER(DLTensor))
 CURRENT_STREAM = CFUNCTYPE(c_int, c_int32, c_int32, POINTER(c_void_p))
 # A producer's from_py implemented in Python, for forged tables.
 FROM_PY_CALLBACK = CFUNCTYPE(c_int, c_void_p, MANAGED_OUT)
-
-# Private function objects, so that no other test's argtypes on ctypes.pythonapi matter.
-_capsule_pointer = PYFUNCTYPE(c_void_p, py_object, c_char_p)(
-    ("PyCapsule_GetPointer", ctypes.pythonapi)
-)
-_py_decref = PYFUNCTYPE(None, c_void_p)(("Py_DecRef", ctypes.pythonapi))
 
 
 def table_address(cls):
@@ -104,13 +76,6 @@ from_py = FROM_PY(DL_API.managed_tensor_from_py_object_no_sync)
 to_py = TO_PY(DL_API.managed_tensor_to_py_object_no_sync)
 view = VIEW(DL_API.dltensor_from_py_object_no_sync)
 current_stream = CURRENT_STREAM(DL_API.current_work_stream)
-
-
-def take_object(address):
-    """The object behind a new reference returned as a void*, owning that reference."""
-    obj = ctypes.cast(address, py_object).value
-    _py_decref(address)
-    return obj
 
 
 def dltensor_layout(dl_tensor):

@@ -3,6 +3,7 @@ devices dlinterop has no object for, unchecked spec fields, NULL pointers. Each 
 exception, never a crash; the cases that once crashed run in a child interpreter, so that a
 crash fails a test rather than the run."""
 
+import ctypes
 import json
 import os
 import subprocess
@@ -14,6 +15,8 @@ import pytest
 
 import dlinterop as dl
 from tests.support.cython_build import build_extension
+
+from abi_table import abi_entry
 
 SOURCE = """
 # cython: language_level=3
@@ -163,3 +166,9 @@ def test_check_tensor_from_python_agrees_on_a_code_without_bits():
     assert dl.check_tensor(np.zeros(2), "x", dtype="float64").dtype == dl.float64
     with pytest.raises(TypeError, match="x: expected dtype float64, got float32"):
         dl.check_tensor(np.zeros(2, np.float32), "x", dtype="float64")
+
+
+def test_exchange_api_for_refuses_a_null_type():
+    entry = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(abi_entry("exchange_api_for"))
+    with pytest.raises(TypeError, match="exchange_api_for takes a type, got NULL"):
+        entry(None)

@@ -57,7 +57,19 @@ static PyObject* flags(PyObject* self, PyObject* obj) {  /* must not compile */
 static PyObject* flags(PyObject* self, PyObject* obj) { return PyLong_FromLong(-1); }
 #endif
 
+#if DLINTEROP_TARGET_MINOR >= 1 || defined(DLINTEROP_ALLOW_NEWER_ENTRIES) || \
+    defined(USE_NEWER_EXCHANGE) /* the last: must not compile */
+/* Another 1.1 entry: the address of the exchange table for obj's type. */
+static PyObject* exchange(PyObject* self, PyObject* obj) {
+  const DLPackExchangeAPI* api = DLInterop_ExchangeAPIFor(Py_TYPE(obj));
+  return api == NULL ? NULL : PyLong_FromVoidPtr((void*)api);
+}
+#else
+static PyObject* exchange(PyObject* self, PyObject* obj) { return PyLong_FromLong(-1); }
+#endif
+
 static PyMethodDef methods[] = {{"total", total, METH_O, NULL},
+                                {"exchange", exchange, METH_O, NULL},
                                 {"target", target, METH_NOARGS, NULL},
                                 {"flags", flags, METH_O, NULL},
                                 {NULL, NULL, 0, NULL}};
@@ -155,10 +167,17 @@ def test_the_default_target_is_the_oldest_table(tmp_path):
     assert _import_apart(path, table_minor=0) == "6.0"
 
 
-def test_a_newer_tables_entry_does_not_compile_for_the_default_target(tmp_path):
+@pytest.mark.parametrize(
+    "use, entry",
+    [
+        ("USE_NEWER_ENTRY", "DLInterop_TensorFlags"),
+        ("USE_NEWER_EXCHANGE", "DLInterop_ExchangeAPIFor"),
+    ],
+)
+def test_a_newer_tables_entry_does_not_compile_for_the_default_target(tmp_path, use, entry):
     with pytest.raises(subprocess.CalledProcessError) as failed:
-        _build_c(str(tmp_path), defines=["USE_NEWER_ENTRY"])
-    assert "DLInterop_TensorFlags_is_ABI_1_1_define_DLINTEROP_TARGET_MINOR_1" in failed.value.stderr
+        _build_c(str(tmp_path), defines=[use])
+    assert f"{entry}_is_ABI_1_1_define_DLINTEROP_TARGET_MINOR_1" in failed.value.stderr
 
 
 def test_targeting_a_newer_table_needs_it_at_import(tmp_path):
@@ -179,6 +198,12 @@ def test_newer_entries_allowed_are_checked_at_run_time(tmp_path):
     assert _import_apart(path, table_minor=0) == "6.0"
     assert _import_apart(path, "flags(dl.zeros(2))", table_minor=0) == (
         f"NotImplementedError: DLInterop_TensorFlags needs dlinterop's C ABI 1.1 (dlinterop "
+        f"0.2.0 or newer), and the installed dlinterop {dl.__version__} has C ABI 1.0: "
+        f"upgrade dlinterop"
+    )
+    assert int(_import_apart(path, "exchange(dl.zeros(2))")) > 0
+    assert _import_apart(path, "exchange(dl.zeros(2))", table_minor=0) == (
+        f"NotImplementedError: DLInterop_ExchangeAPIFor needs dlinterop's C ABI 1.1 (dlinterop "
         f"0.2.0 or newer), and the installed dlinterop {dl.__version__} has C ABI 1.0: "
         f"upgrade dlinterop"
     )

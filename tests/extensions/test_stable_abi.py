@@ -2,9 +2,11 @@
 called from a Cython extension through dlinterop/abi.pxd and from a C extension through the
 header alone (built with the Limited API), and the version checks of its import."""
 
+import ctypes
 import gc
 import os
 import re
+import weakref
 
 import numpy as np
 import pytest
@@ -29,6 +31,9 @@ from dlinterop.abi cimport (
     tensor_from_object, to_capsule, to_framework, zeros_like,
 )
 from dlinterop.abi cimport abi_minor, from_dlpack, tensor_flags   # 1.1: built with target 1
+from cpython.object cimport PyTypeObject
+from dlinterop.abi cimport exchange_api_for
+from dlinterop.dlpack cimport DLPackExchangeAPI
 
 import_dlinterop()
 
@@ -159,6 +164,24 @@ def flags(t):
     cdef uint64_t found = 12345
     tensor_flags(t, &found)
     return found
+
+
+def exchange_table(cls):
+    return <size_t>exchange_api_for(<PyTypeObject*>cls)
+
+
+cdef int raised(int status) except -1:   # -1: the table's function set the exception
+    return status
+
+
+def exchange_view(obj):
+    cls = type(obj)
+    cdef const DLPackExchangeAPI* api = exchange_api_for(<PyTypeObject*>cls)
+    cdef DLTensor view
+    raised(api.dltensor_from_py_object_no_sync(<void*>obj, &view))
+    return (<size_t>view.data + view.byte_offset, tuple([view.shape[i] for i in range(view.ndim)]),
+            tuple([view.strides[i] for i in range(view.ndim)]),
+            (view.dtype.code, view.dtype.bits, view.dtype.lanes))
 """
 
 
@@ -277,3 +300,63 @@ def test_tensor_flags_are_dlpacks_read_only_and_is_copied(abi_ext):
     assert legacy.readonly and abi_ext.flags(legacy) == read_only
     with pytest.raises(TypeError, match="expected a dlinterop Tensor, got list"):
         abi_ext.flags([1.0])
+
+
+def _capsule_pointer(capsule):
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return get(capsule, b"dlpack_exchange_api")
+
+
+class Producer:
+    """A type dlinterop has no table of its own for: the generic table's."""
+
+    def __dlpack__(self, **kwargs):
+        return np.zeros(2).__dlpack__(**kwargs)
+
+
+@pytest.mark.parametrize("cls", [dl.Tensor, np.ndarray, Producer], ids=lambda c: c.__name__)
+def test_exchange_api_for_is_the_table_of_dl_exchange_api_for(abi_ext, cls):
+    address = abi_ext.exchange_table(cls)
+    assert address == _capsule_pointer(dl.exchange_api_for(cls)) != 0
+    assert abi_ext.exchange_table(cls) == address  # cached: the same table again
+
+
+def test_exchange_api_for_tables_differ_by_type(abi_ext):
+    found = {abi_ext.exchange_table(cls) for cls in (dl.Tensor, np.ndarray, Producer)}
+    assert len(found) == 3
+
+
+def test_exchange_api_for_numpy_views_the_array_in_place(abi_ext):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]
+    assert abi_ext.exchange_view(a) == (a.ctypes.data, (3, 2), (4, 2), (2, 32, 1))
+    with pytest.raises(BufferError, match="generic exchange table cannot give a non-owning"):
+        abi_ext.exchange_view(Producer())
+
+
+def test_exchange_api_for_refuses_a_type_without_dlpack(abi_ext):
+    with pytest.raises(TypeError, match="int objects have no __dlpack__"):
+        abi_ext.exchange_table(int)
+    with pytest.raises(TypeError, match="exchange_api_for takes a type, got int"):
+        abi_ext.exchange_table(3)
+
+
+def test_exchange_api_for_follows_a_type_that_changes(abi_ext):
+    class Late:
+        pass
+
+    with pytest.raises(TypeError, match="Late objects have no __dlpack__"):
+        abi_ext.exchange_table(Late)
+    Late.__dlpack__ = Producer.__dlpack__
+    assert abi_ext.exchange_table(Late) == abi_ext.exchange_table(Producer)
+
+
+def test_exchange_api_for_lets_the_type_die(abi_ext):
+    class Passing(Producer):
+        pass
+
+    assert abi_ext.exchange_table(Passing) == abi_ext.exchange_table(Producer)
+    ref = weakref.ref(Passing)
+    del Passing
+    gc.collect()
+    assert ref() is None

@@ -168,7 +168,10 @@ def kernels(tmp_path_factory):
         source = f.read()
     directory = str(tmp_path_factory.mktemp("kernels"))
     try:
-        path = build_extension(source, "fw_kernels", directory)
+        # as the example's setup.py builds it: dot() calls a table 1.1 entry where there is one
+        path = build_extension(
+            source, "fw_kernels", directory, defines=["DLINTEROP_ALLOW_NEWER_ENTRIES=1"]
+        )
     except subprocess.CalledProcessError as e:
         pytest.fail(f"building the example kernels failed:\n{e.stdout}\n{e.stderr}")
     return import_strictly("fw_kernels", path)

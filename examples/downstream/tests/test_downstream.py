@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import dlinterop as dl
+from dlinterop import _capi
 
 with warnings.catch_warnings():
     # Built against a dlinterop whose Tensor layout differs, Cython only warns: fail instead.
@@ -204,3 +205,40 @@ def test_kernel_argument_errors_name_the_argument():
         ds.scaled(np.arange(3), 1.0)
     with pytest.raises(ValueError, match="x: expected a C-contiguous tensor"):
         ds.scaled(np.ones((4, 4), np.float32).T[1:], 1.0)
+
+
+# -- dot: any producer through its exchange table, on table 1.1 only ------------------------
+
+TABLE_1_1 = _capi.abi_version()[1] >= 1  # dlinterop 0.2.0 on
+
+
+@pytest.mark.skipif(not TABLE_1_1, reason="the installed dlinterop has C ABI table 1.0")
+def test_dot_reads_numpy_and_dlinterop_through_their_tables():
+    x = np.arange(5, dtype=np.float32)
+    y = np.arange(10, dtype=np.float32)[::-2]  # strided, negative
+    expected = float(np.dot(x.astype(np.float64), y.astype(np.float64)))
+    assert ds.dot(x, y) == expected
+    assert ds.dot(dl.from_dlpack(x), y) == expected
+
+
+@pytest.mark.skipif(not TABLE_1_1, reason="the installed dlinterop has C ABI table 1.0")
+def test_dot_reads_torch_through_the_generic_table():
+    torch = pytest.importorskip("torch")
+    x = torch.arange(4, dtype=torch.float32)
+    assert ds.dot(x, np.ones(4, np.float32)) == 6.0
+
+
+@pytest.mark.skipif(not TABLE_1_1, reason="the installed dlinterop has C ABI table 1.0")
+def test_dot_refuses_what_it_cannot_take():
+    with pytest.raises(TypeError, match="int objects have no __dlpack__"):
+        ds.dot(3, np.ones(2, np.float32))
+    with pytest.raises(TypeError, match="dot: y must be float32"):
+        ds.dot(np.ones(2, np.float32), np.ones(2))
+    with pytest.raises(ValueError, match="dot: x has 2 elements, y 3"):
+        ds.dot(np.ones(2, np.float32), np.ones(3, np.float32))
+
+
+@pytest.mark.skipif(TABLE_1_1, reason="the installed dlinterop has C ABI table 1.1")
+def test_dot_needs_table_1_1():
+    with pytest.raises(NotImplementedError, match="dlinterop 0.2.0 or newer"):
+        ds.dot(np.ones(2, np.float32), np.ones(2, np.float32))

@@ -7,16 +7,21 @@ any framework's tensors, argument checks, outputs in the caller's framework). No
 depends on the layout of dlinterop's objects, so this module keeps working when dlinterop is
 upgraded, and it is built once, as an abi3 wheel, for every Python (setup.py)."""
 
+from cpython.object cimport PyTypeObject
 from libc.stdint cimport int64_t, uintptr_t
 from libc.stdlib cimport free, malloc
 
 from dlinterop.dlpack cimport (
-    DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor, kDLCPU, kDLFloat,
+    DLDataType, DLDevice, DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor, kDLCPU,
+    kDLFloat,
 )
 from dlinterop.abi cimport (
     ArgSpec, arg_spec, borrow, check_arg, dltensor, empty_like, empty_tensor, import_dlinterop,
     tensor_from_managed, tensor_from_object, to_capsule, to_framework, zeros_like,
 )
+# Table 1.1 (dlinterop 0.2.0 on), declared for this module's target (1.0) because setup.py
+# defines DLINTEROP_ALLOW_NEWER_ENTRIES: asked for only once abi_minor() says it is there.
+from dlinterop.abi cimport abi_minor, exchange_api_for
 
 # Checks the installed dlinterop's table once: an ImportError, naming both versions, when
 # it is older than the one this module was built against.
@@ -288,3 +293,66 @@ def identity(x):
     _keeper = borrow(x, &src, &readonly)
     check_arg(&src, readonly, "x", &spec)
     return to_framework(empty_like(x, src.ndim, src.shape, src.dtype, src.device), x)
+
+
+# -- any producer through its DLPack exchange table (C ABI table 1.1) ---------------------
+
+cdef int _raised(int status) except -1:
+    return status    # -1: the exchange table's function has set the exception
+
+
+cdef DLManagedTensorVersioned* _exported(object x) except NULL:
+    """x's tensor, owned (release it with its deleter), from the exchange table of x's
+    type: NumPy's read natively, dlinterop's for a dl.Tensor, a generic one over
+    __dlpack__ for any other producer (PyTorch, JAX, ...)."""
+    cls = type(x)
+    cdef const DLPackExchangeAPI* api = exchange_api_for(<PyTypeObject*>cls)  # TypeError
+    cdef DLManagedTensorVersioned* managed = NULL
+    _raised(api.managed_tensor_from_py_object_no_sync(<void*>x, &managed))
+    return managed
+
+
+cdef int _check_vector(const DLTensor* dl, str name) except -1:
+    if dl.dtype.code != kDLFloat or dl.dtype.bits != 32 or dl.dtype.lanes != 1:
+        raise TypeError(f"dot: {name} must be float32")
+    if dl.device.device_type != kDLCPU:
+        raise ValueError(f"dot: {name} must be in CPU memory")
+    if dl.ndim != 1:
+        raise ValueError(f"dot: {name} must be 1-D, got {dl.ndim}-D")
+    return 0
+
+
+def dot(x, y):
+    """The dot product of two float32 CPU vectors of any producers (NumPy arrays, torch
+    tensors, dl.Tensors, mixed), each read through its type's DLPack exchange table, with
+    no __dlpack__ call for NumPy and dl.Tensor; accumulated in double precision without the
+    GIL. Needs dlinterop's C ABI table 1.1 (dlinterop 0.2.0 on): NotImplementedError on an
+    older dlinterop, which this module otherwise runs on."""
+    if abi_minor() < 1:
+        raise NotImplementedError("dot needs dlinterop 0.2.0 or newer (C ABI table 1.1)")
+    cdef DLManagedTensorVersioned* a = _exported(x)
+    cdef DLManagedTensorVersioned* b = NULL
+    cdef const float* p
+    cdef const float* q
+    cdef int64_t n, sp, sq, i
+    cdef double total = 0.0
+    try:
+        b = _exported(y)
+        _check_vector(&a.dl_tensor, "x")
+        _check_vector(&b.dl_tensor, "y")
+        n = a.dl_tensor.shape[0]
+        if b.dl_tensor.shape[0] != n:
+            raise ValueError(f"dot: x has {n} elements, y {b.dl_tensor.shape[0]}")
+        p = <const float*>(<const char*>a.dl_tensor.data + a.dl_tensor.byte_offset)
+        q = <const float*>(<const char*>b.dl_tensor.data + b.dl_tensor.byte_offset)
+        sp = 1 if a.dl_tensor.strides == NULL else a.dl_tensor.strides[0]
+        sq = 1 if b.dl_tensor.strides == NULL else b.dl_tensor.strides[0]
+        with nogil:
+            for i in range(n):
+                total += <double>p[i * sp] * q[i * sq]
+    finally:
+        if b != NULL and b.deleter != NULL:
+            b.deleter(b)
+        if a.deleter != NULL:
+            a.deleter(a)
+    return total
