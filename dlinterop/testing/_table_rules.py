@@ -27,7 +27,7 @@ from dlinterop.testing._tables import (
     take_object,
 )
 
-CHECKS = {}  # rule id -> check(fw, table)
+CHECKS: dict = {}  # rule id -> check(fw, table)
 
 
 def _published(fw):

@@ -90,7 +90,7 @@ class DLPackExchangeAPI(Structure):
     ]
 
 
-FUNCTIONS = [name for name, _ in DLPackExchangeAPI._fields_[1:]]
+FUNCTIONS = [field[0] for field in DLPackExchangeAPI._fields_[1:]]
 MANAGED_OUT = POINTER(POINTER(DLManagedTensorVersioned))
 SET_ERROR = CFUNCTYPE(None, c_void_p, c_char_p, c_char_p)
 ALLOCATOR = CFUNCTYPE(c_int, POINTER(DLTensor), MANAGED_OUT, c_void_p, SET_ERROR)
