@@ -6,11 +6,6 @@ from ctypes import (
     CFUNCTYPE,
     POINTER,
     Structure,
-    c_int32,
-    c_int64,
-    c_uint8,
-    c_uint16,
-    c_uint32,
     c_uint64,
     c_void_p,
 )
@@ -27,36 +22,9 @@ NAME_USED_VERSIONED = "used_dltensor_versioned"
 NAME_USED_LEGACY = "used_dltensor"
 
 
-class DLPackVersion(Structure):
-    """``DLPackVersion``: ``{uint32_t major; uint32_t minor;}``."""
-
-    _fields_ = [("major", c_uint32), ("minor", c_uint32)]
-
-
-class DLDevice(Structure):
-    """``DLDevice``: ``{DLDeviceType (int32 enum) device_type; int32_t device_id;}``."""
-
-    _fields_ = [("device_type", c_int32), ("device_id", c_int32)]
-
-
-class DLDataType(Structure):
-    """``DLDataType``: ``{uint8_t code; uint8_t bits; uint16_t lanes;}``."""
-
-    _fields_ = [("code", c_uint8), ("bits", c_uint8), ("lanes", c_uint16)]
-
-
-class DLTensor(Structure):
-    """``DLTensor`` (48 bytes): data, device, ndim, dtype, shape, strides, byte_offset."""
-
-    _fields_ = [
-        ("data", c_void_p),
-        ("device", DLDevice),
-        ("ndim", c_int32),
-        ("dtype", DLDataType),
-        ("shape", POINTER(c_int64)),
-        ("strides", POINTER(c_int64)),
-        ("byte_offset", c_uint64),
-    ]
+# DLPack's plain structs have one ctypes spelling, the checker's (dlinterop.testing._tables):
+# forged tensors and the checker's tables then share their types.
+from dlinterop.testing._tables import DLDataType, DLDevice, DLPackVersion, DLTensor  # noqa: E402
 
 
 class DLManagedTensor(Structure):
