@@ -319,3 +319,48 @@ def test_cuda_array_interface_requires_a_pointer_tuple():
     obj = CudaArrayInterface({"shape": (4,), "typestr": "<f4", "version": 3, "data": bytearray(16)})
     with pytest.raises(TypeError):
         dl.asarray(obj)
+
+
+# -- NumPy scalars: their __array_interface__ names a freed temporary array ---------------
+
+try:
+    import ml_dtypes
+except ImportError:  # no wheel for free-threaded CPython 3.13
+    ML_SCALARS = []
+else:
+    ML_SCALARS = [ml_dtypes.bfloat16(1.5), ml_dtypes.float8_e4m3fn(-2), ml_dtypes.int4(-3)]
+
+NUMPY_SCALARS = [
+    np.False_,
+    np.True_,
+    np.uint8(3),
+    np.int8(-3),
+    np.uint64(2**63 + 5),
+    np.float16(-1.5),
+    np.float32(1.5),
+    np.float64(0.25),
+    np.complex128(1 + 2j),
+    *ML_SCALARS,
+]
+
+
+@pytest.mark.parametrize("scalar", NUMPY_SCALARS, ids=lambda s: type(s).__name__)
+@pytest.mark.parametrize("make", [dl.asarray, dl.tensor], ids=lambda f: f.__name__)
+def test_numpy_scalar_is_a_new_zero_d_tensor_of_its_value(make, scalar):
+    t = make(scalar)
+    # Small arrays made after it take any buffer NumPy freed meanwhile (its cache of small
+    # buffers, or malloc's): a Tensor over freed memory would read their values.
+    size = np.asarray(scalar).dtype.itemsize
+    scratch = [np.frombuffer(b"\x5a" * size, np.uint8).copy() for _ in range(64)]
+    assert t.shape == () and t.dtype.to_numpy() == np.asarray(scalar).dtype
+    assert np.asarray(t).tobytes() == np.asarray(scalar).tobytes()
+    if not ML_SCALARS or type(scalar) not in map(type, ML_SCALARS):
+        assert t.tolist() == scalar.item()
+    del scratch
+
+
+def test_numpy_scalar_without_a_copy_is_a_copy_error():
+    with pytest.raises(dl.CopyError, match="NumPy scalar"):
+        dl.asarray(np.float32(1.5), copy=False)
+    t = dl.asarray(np.float32(1.5), dtype=dl.float64)
+    assert t.dtype is dl.float64 and t.tolist() == 1.5

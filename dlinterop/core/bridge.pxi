@@ -2,8 +2,8 @@
 # __array_interface__ and the buffer protocol, zero-copy wherever the source allows; then
 # Python data; a cast where a dtype asks for one; dl.tensor (always a copy).
 # Uses: runtime.pxi, dtypes.pxi, devices.pxi, tensor_base.pxi, layouts.pxi, cuda.pxi,
-# placement.pxi, consume.pxi, importer.pxi, creation.pxi (_dtype_of), python_data.pxi,
-# casts.pxi.
+# placement.pxi, consume.pxi, importer.pxi, numbers.pxi (_is_numpy_scalar), creation.pxi
+# (_dtype_of), python_data.pxi, casts.pxi.
 
 @cython.final
 cdef class _BufferHolder:
@@ -118,6 +118,19 @@ cdef Tensor _tensor_from_interface(object obj, bint cuda):
         raise
 
 
+cdef Tensor _tensor_from_numpy_scalar(object scalar):
+    """A new 0-d Tensor holding a NumPy scalar's value in its own type (ml_dtypes' too).
+    Never through the scalar's __array_interface__: NumPy builds that from a temporary
+    array that it frees before returning, so its data pointer names freed memory (read
+    back as garbage where NumPy keeps no cache of small buffers: free-threaded builds).
+    NumPy's asarray makes a 0-d array that owns a copy; the Tensor views that array."""
+    array = sys.modules["numpy"].asarray(scalar)
+    try:
+        return _from_dlpack(array, None, None, None)
+    except BufferError:     # a type NumPy's DLPack export refuses (ml_dtypes')
+        return _tensor_from_interface(array, False)
+
+
 cdef Tensor _tensor_over_interface(object obj, dict iface, DLDevice device):
     cdef int64_t shape[MAX_NDIM]
     cdef int64_t strides[MAX_NDIM]
@@ -188,7 +201,8 @@ def asarray(obj, dtype=None, *, device=None, copy=None):
     """A Tensor from `obj`: DLPack first, then __cuda_array_interface__, then
     __array_interface__, then the buffer protocol (bytes, bytearray, array.array, mmap,
     memoryview), then Python data (nested lists or tuples of numbers, or a number: a new
-    Tensor, as dl.tensor makes it). Shares memory whenever the source allows it. A `dtype`
+    Tensor, as dl.tensor makes it; a NumPy scalar: a new 0-d Tensor of its type, as
+    NumPy's asarray makes a new array). Shares memory whenever the source allows it. A `dtype`
     other than the source's casts its values as Tensor.astype does, into a new Tensor (so
     copy=False refuses it with CopyError); Python data is made in that type."""
     cdef Tensor t
@@ -208,6 +222,12 @@ def asarray(obj, dtype=None, *, device=None, copy=None):
             if PyCapsule_CheckExact(obj) or not hasattr(obj, "__array_interface__"):
                 raise
             t = _tensor_from_interface(obj, False)
+    elif _is_numpy_scalar(obj):
+        if copy is False:
+            raise CopyError(f"a Tensor from the NumPy scalar {obj!r} is a copy (as NumPy's "
+                            "asarray makes one), and copy=False forbids a copy")
+        t = _tensor_from_numpy_scalar(obj)
+        copy = None     # already a new Tensor
     elif hasattr(obj, "__cuda_array_interface__"):
         t = _tensor_from_interface(obj, True)
     elif hasattr(obj, "__array_interface__"):

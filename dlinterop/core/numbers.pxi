@@ -1,8 +1,8 @@
 # Provides: what is taken as a number where values are (dl.tensor, dl.full, dl.arange,
-# assignment), beside Python's own numbers: NumPy scalars (_unboxed: the Python number one
-# holds) and arrays of no axis (_numpy_scalar_of: a NumPy 0-d array's scalar; _zero_d: a
-# 0-d PyTorch tensor, a 0-d Tensor, anything DLPack exports with no axis, as a 0-d Tensor
-# of its own type; _number_of: the Python number any of them holds).
+# assignment), beside Python's own numbers: NumPy scalars (_is_numpy_scalar; _unboxed: the
+# Python number one holds) and arrays of no axis (_numpy_scalar_of: a NumPy 0-d array's
+# scalar; _zero_d: a 0-d PyTorch tensor, a 0-d Tensor, anything DLPack exports with no axis,
+# as a 0-d Tensor of its own type; _number_of: the Python number any of them holds).
 # Uses: dtypes.pxi, devices.pxi (_CPU), copies.pxi, values.pxi, casts.pxi (_cast_copy),
 # importer.pxi (_from_dlpack).
 
@@ -12,13 +12,18 @@ cdef inline bint _is_python_number(object value) noexcept:
     return cls is float or cls is int or cls is bool or cls is complex
 
 
+cdef inline bint _is_numpy_scalar(object value) except -1:
+    """value is a NumPy scalar (ml_dtypes' too); NumPy is never imported to ask."""
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, numpy.generic)
+
+
 cdef object _unboxed(object value):
     """The Python number a NumPy scalar (ml_dtypes' too) holds, as NumPy 2 reads one where
     it takes a Python value; anything else as it is."""
     if _is_python_number(value):
         return value
-    numpy = sys.modules.get("numpy")
-    if numpy is not None and isinstance(value, numpy.generic):
+    if _is_numpy_scalar(value):
         return value.item()
     return value
 
