@@ -37,38 +37,6 @@ def make_producer_type(i):
     )
 
 
-def _a_class_can_die():
-    cls = type("Probe", (), {})
-    ref = weakref.ref(cls)
-    del cls
-    gc.collect()
-    return ref() is None
-
-
-@pytest.fixture
-def classes_can_die():
-    """Free-threaded CPython 3.13 makes every class immortal once a second thread has run
-    (https://github.com/python/cpython/issues/117783; 3.14 collects them again). Its own test
-    hook turns that off where the interpreter has it; a class dlinterop never saw proves that
-    classes can die here, else the test skips: no class can, cached or not."""
-    try:
-        from _testinternalcapi import suppress_immortalization
-    except ImportError:
-        suppress_immortalization = None
-    if suppress_immortalization is not None:
-        suppress_immortalization(True)
-    try:
-        if not _a_class_can_die():
-            pytest.skip(
-                "this interpreter never frees a class (free-threaded 3.13 after a "
-                "thread has run, without its test hook)"
-            )
-        yield
-    finally:
-        if suppress_immortalization is not None:
-            suppress_immortalization(False)
-
-
 def test_producer_types_made_and_dropped_are_collected(classes_can_die):
     # Regression: the importer's dict kept every producer type alive (5,000 classes made
     # on the fly: +62 MiB that gc.collect() could not return).

@@ -351,7 +351,7 @@ def test_exchange_api_for_follows_a_type_that_changes(abi_ext):
     assert abi_ext.exchange_table(Late) == abi_ext.exchange_table(Producer)
 
 
-def test_exchange_api_for_lets_the_type_die(abi_ext):
+def test_exchange_api_for_lets_the_type_die(abi_ext, classes_can_die):
     class Passing(Producer):
         pass
 
