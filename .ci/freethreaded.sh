@@ -30,7 +30,9 @@ import dlinterop.cuda
 dlinterop.cuda.device_count()
 assert not sys._is_gil_enabled(), "importing dlinterop turned the GIL on"
 print("free-threaded", sys.version.split()[0], "- GIL off after importing dlinterop")')
-PYTHON_GIL=0 "$env/bin/pytest" -q -p no:cacheprovider --run-slow tests
+# The whole suite but the slow tests of the repository's tools (marked tooling), as in the
+# version matrix (.ci/matrix.sh).
+PYTHON_GIL=0 "$env/bin/pytest" -q -p no:cacheprovider --run-slow -m "not tooling" tests
 # The suite above includes the thread tests at 8 threads and their run-parallel run (4 copies
 # x 8 threads). Then the thread tests again at 16 threads, each test body run by 8 threads at
 # once (pytest-run-parallel; the work divided between the copies): up to 128 threads in one

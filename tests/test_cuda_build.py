@@ -125,6 +125,7 @@ def test_cpu_tensor_has_no_cuda_array_interface():
 
 
 @pytest.mark.slow
+@pytest.mark.tooling
 def test_build_with_cuda_off_has_no_cuda_module(tmp_path):
     """DLINTEROP_CUDA=OFF: the wheel has no _cuda, and the package still imports."""
     pytest.importorskip("scikit_build_core")

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 # Slow (the benchmark runners, end to end): deselected unless --run-slow (tests/conftest.py).
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.tooling]
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SUITE = os.path.join(REPO, "benchmarks", "benchmarks")

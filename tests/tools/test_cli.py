@@ -59,6 +59,7 @@ def test_each_command_has_help(command):
 
 
 @pytest.mark.slow
+@pytest.mark.tooling
 def test_info_is_the_default_report():
     default, info = cli(), cli("info")
     assert default.returncode == info.returncode == 0, default.stderr + info.stderr
@@ -111,6 +112,7 @@ def test_bench_times_dlinterop_beside_the_installed_peers(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.tooling
 def test_bench_takes_every_framework_the_checker_knows(tmp_path):
     from dlinterop._cli.bench import framework_namespace
     from dlinterop.testing import FRAMEWORKS

@@ -62,6 +62,7 @@ NEWER_FRAMEWORKS = {
 
 
 @pytest.mark.slow
+@pytest.mark.tooling
 @pytest.mark.parametrize("name", sorted(NEWER_FRAMEWORKS))
 def test_each_framework_is_set_up_and_checked_both_ways(name):
     pytest.importorskip(NEWER_FRAMEWORKS[name])
@@ -118,6 +119,7 @@ def test_a_crash_fails_its_rule_and_the_run_goes_on():
 
 
 @pytest.mark.slow
+@pytest.mark.tooling
 def test_a_careless_framework_fails_with_reasons():
     fw = dt.framework("conformance_frameworks:careless")
     report = dt.check(fw)  # a Framework object: checked in this process
@@ -136,6 +138,7 @@ def test_a_careless_framework_fails_with_reasons():
 
 
 @pytest.mark.slow
+@pytest.mark.tooling
 def test_bit_pattern_rules_catch_a_framework_that_misreads_bits():
     pytest.importorskip("ml_dtypes")  # (the sub-byte values are ml_dtypes')
     report = dt.check(dt.framework("conformance_frameworks:bit_careless"))

@@ -86,6 +86,7 @@ def _type_checker_cwd(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.tooling
 def test_stubs_match_the_runtime_for_the_whole_package(tmp_path):
     pytest.importorskip("mypy")
     allowlist = os.path.join(REPO, "tests", "support", "stubtest-allowlist.txt")
