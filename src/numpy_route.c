@@ -10,77 +10,13 @@
 #include <string.h>
 
 #include "device_kinds.h"
-#include "threadsafe.h" /* DLI_FREE_THREADED */
+#include "layouts_interned.h"
+#include "runtime.h" /* DLI_MAX_NDIM */
 
-/* The interned layouts: open addressing over a fixed table, probed linearly for at most
- * LAYOUT_PROBES slots. A slot goes from NULL to its block once and never back, so a
- * search may stop at the first NULL and read slots without a lock; blocks are published
- * with release stores (under the GIL, which orders them already, plain ones). A block is
- * {n, layout[0..n-1]}. At most LAYOUT_SLOTS blocks of (1 + 2 * 64) int64 (about 4 MiB)
- * however many arrays come and go: only distinct layouts take one. */
-#define LAYOUT_SLOTS 4096
-#define LAYOUT_PROBES 16
+static dli_numpy_view_otherwise_fn view_otherwise;
 
-static int64_t* layout_slots[LAYOUT_SLOTS];
-
-#if DLI_FREE_THREADED
-static PyMutex layout_lock;
-#define LAYOUT_LOAD(slot) __atomic_load_n(slot, __ATOMIC_ACQUIRE)
-#define LAYOUT_STORE(slot, block) __atomic_store_n(slot, block, __ATOMIC_RELEASE)
-#else
-#define LAYOUT_LOAD(slot) (*(int64_t* volatile*)(slot))
-#define LAYOUT_STORE(slot, block) (*(int64_t* volatile*)(slot) = (block))
-#endif
-
-/* The block holding layout[0:n] among the probed slots, or NULL with *empty the first
- * NULL slot (LAYOUT_SLOTS when every probed slot is taken). */
-static const int64_t* layout_find(const int64_t* layout, int n, size_t* empty) {
-  uint64_t hash = 1469598103934665603ULL ^ (uint64_t)n; /* FNV-1a over the values */
-  int i;
-  for (i = 0; i < n; i++) {
-    hash = (hash ^ (uint64_t)layout[i]) * 1099511628211ULL;
-  }
-  for (i = 0; i < LAYOUT_PROBES; i++) {
-    size_t slot = (size_t)((hash + (uint64_t)i) % LAYOUT_SLOTS);
-    int64_t* block = LAYOUT_LOAD(&layout_slots[slot]);
-    if (block == NULL) {
-      *empty = slot;
-      return NULL;
-    }
-    if (block[0] == n && memcmp(block + 1, layout, (size_t)n * sizeof(int64_t)) == 0) {
-      return block + 1;
-    }
-  }
-  *empty = LAYOUT_SLOTS;
-  return NULL;
-}
-
-const int64_t* dli_layout_interned(const int64_t* layout, int n) {
-  size_t empty;
-  const int64_t* found = layout_find(layout, n, &empty);
-  int64_t* block;
-  if (found != NULL || empty == LAYOUT_SLOTS) {
-    return found;
-  }
-#if DLI_FREE_THREADED
-  PyMutex_Lock(&layout_lock);
-  found = layout_find(layout, n, &empty); /* another thread may have added it */
-  if (found != NULL || empty == LAYOUT_SLOTS) {
-    PyMutex_Unlock(&layout_lock);
-    return found;
-  }
-#endif
-  block = (int64_t*)PyMem_RawMalloc((size_t)(n + 1) * sizeof(int64_t));
-  if (block != NULL) {
-    block[0] = n;
-    memcpy(block + 1, layout, (size_t)n * sizeof(int64_t));
-    LAYOUT_STORE(&layout_slots[empty], block);
-    found = block + 1;
-  }
-#if DLI_FREE_THREADED
-  PyMutex_Unlock(&layout_lock);
-#endif
-  return found;
+void dli_numpy_set_view_otherwise(dli_numpy_view_otherwise_fn otherwise) {
+  view_otherwise = otherwise;
 }
 
 #ifdef DLI_HAVE_NUMPY
@@ -124,11 +60,17 @@ static int dl_code_of(int type_num) {
   }
 }
 
-int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim, int* readonly) {
-  PyArrayObject* array = (PyArrayObject*)obj;
+/* What dli_numpy_view and the exchange table's view share: the checks, then `out` filled
+ * but for its shape and strides; 0, or 1 where NumPy's own export decides. Every type
+ * dl_code_of takes has a power-of-two size, so *shift and *mask turn byte strides that are
+ * whole items into element strides without a division (tens of cycles, where the view
+ * takes a few in all): element_stride. */
+static inline __attribute__((always_inline)) int numpy_header(PyArrayObject* array, DLTensor* out,
+                                                              int max_ndim, int* shift,
+                                                              npy_intp* mask) {
   PyArray_Descr* descr = PyArray_DESCR(array);
   PyObject* base;
-  npy_intp itemsize, *shape, *strides;
+  npy_intp itemsize, size, *shape, *strides;
   int ndim = PyArray_NDIM(array);
   int code = dl_code_of(descr->type_num);
   int i;
@@ -145,11 +87,17 @@ int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim,
     return 1;
   }
   itemsize = PyArray_ITEMSIZE(array);
-  shape = PyArray_SHAPE(array);
-  strides = PyArray_STRIDES(array);
-  if (!PyArray_IS_C_CONTIGUOUS(array) && PyArray_SIZE(array) != 1) {
+  *shift = __builtin_ctzll((unsigned long long)itemsize);
+  *mask = itemsize - 1;
+  if (!PyArray_IS_C_CONTIGUOUS(array)) {
+    shape = PyArray_SHAPE(array);
+    strides = PyArray_STRIDES(array);
+    size = 1; /* PyArray_SIZE, without its call */
     for (i = 0; i < ndim; i++) {
-      if (shape[i] != 1 && strides[i] % itemsize != 0) {
+      size *= shape[i];
+    }
+    for (i = 0; i < ndim && size != 1; i++) {
+      if (shape[i] != 1 && (strides[i] & *mask) != 0) {
         return 1; /* NumPy refuses these strides with its BufferError */
       }
     }
@@ -162,14 +110,90 @@ int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim,
   out->dtype.bits = (uint8_t)(8 * itemsize);
   out->dtype.lanes = 1;
   out->byte_offset = 0;
+  return 0;
+}
+
+/* A byte stride in elements, as NumPy divides: toward zero (a shift where the stride is
+ * whole items, exact for negative ones too; a division for the odd stride of a length-1
+ * axis). */
+static inline int64_t element_stride(npy_intp stride, int shift, npy_intp mask) {
+  return (stride & mask) == 0 ? stride >> shift : stride / (mask + 1);
+}
+
+int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim, int* readonly) {
+  PyArrayObject* array = (PyArrayObject*)obj;
+  npy_intp mask, *shape, *strides;
+  int shift, i, ndim;
+  if (numpy_header(array, out, max_ndim, &shift, &mask) != 0) {
+    return 1;
+  }
+  ndim = out->ndim;
+  shape = PyArray_SHAPE(array);
+  strides = PyArray_STRIDES(array);
   out->shape = ndim > 0 ? storage : NULL;
   out->strides = ndim > 0 ? storage + ndim : NULL;
   for (i = 0; i < ndim; i++) {
     storage[i] = shape[i];
-    storage[ndim + i] = strides[i] / itemsize; /* as NumPy divides: toward zero */
+    storage[ndim + i] = element_stride(strides[i], shift, mask);
   }
   *readonly = !PyArray_CHKFLAGS(array, NPY_ARRAY_WRITEABLE);
   return 0;
+}
+
+static int64_t no_dims[1]; /* shape and strides of a 0-d view: filled, never NULL */
+
+/* The exchange table's view: dli_numpy_exchange_view's status. The array's layout is
+ * compared first with the block found last, read straight from the array; only a
+ * different layout is written out and looked up. */
+static inline __attribute__((always_inline)) int table_view(PyObject* obj, DLTensor* out) {
+  int64_t storage[2 * DLI_MAX_NDIM];
+  PyArrayObject* array = (PyArrayObject*)obj;
+  const int64_t* kept;
+  npy_intp mask, *shape, *strides;
+  int shift, i, ndim;
+  if (!PyArray_Check(obj)) {
+    return -1;
+  }
+  if (numpy_header(array, out, DLI_MAX_NDIM, &shift, &mask) != 0) {
+    return 1;
+  }
+  ndim = out->ndim;
+  if (ndim == 0) {
+    out->shape = out->strides = no_dims;
+    return 0;
+  }
+  shape = PyArray_SHAPE(array);
+  strides = PyArray_STRIDES(array);
+  kept = dli_layout_last();
+  if (kept != NULL && kept[0] == 2 * ndim) {
+    for (i = 0; i < ndim; i++) {
+      if (kept[1 + i] != shape[i] ||
+          kept[1 + ndim + i] != element_stride(strides[i], shift, mask)) {
+        break;
+      }
+    }
+    if (i == ndim) {
+      out->shape = (int64_t*)kept + 1;
+      out->strides = (int64_t*)kept + 1 + ndim;
+      return 0;
+    }
+  }
+  for (i = 0; i < ndim; i++) {
+    storage[i] = shape[i];
+    storage[ndim + i] = element_stride(strides[i], shift, mask);
+  }
+  kept = dli_layout_interned(storage, 2 * ndim);
+  if (kept == NULL) {
+    return 2;
+  }
+  out->shape = (int64_t*)kept;
+  out->strides = (int64_t*)kept + ndim;
+  return 0;
+}
+
+int dli_numpy_exchange_view(void* obj, DLTensor* out) {
+  int status = table_view((PyObject*)obj, out);
+  return status == 0 ? 0 : view_otherwise((PyObject*)obj, out, status);
 }
 
 /* NumPy's type for a DLPack dtype, as its from_dlpack maps them; -1 for the rest. */
@@ -274,6 +298,10 @@ int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim,
   (void)max_ndim;
   (void)readonly;
   return 1;
+}
+
+int dli_numpy_exchange_view(void* obj, DLTensor* out) {
+  return view_otherwise((PyObject*)obj, out, -1);
 }
 
 PyObject* dli_numpy_wrap(const DLTensor* t, int readonly, PyObject* base) {

@@ -17,16 +17,21 @@ int dli_numpy_init(void);
  * array must take the __dlpack__ route instead. Never sets an exception. */
 int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim, int* readonly);
 
+/* The NumPy exchange table's dltensor_from_py_object_no_sync (dl.exchange_api_for): a
+ * non-owning view of `obj` filled as dli_numpy_view fills it, its shape and strides in a
+ * block interned for the process (dli_layout_interned; a 0-d view's point at a static
+ * zero). No Python call, no allocation once a layout has been seen. Everything else goes
+ * to the function dli_numpy_set_view_otherwise gave, with a status: -1 when `obj` is no
+ * numpy.ndarray (nor a subclass's instance), 1 when the array takes NumPy's __dlpack__
+ * route, 2 when the interned layouts are full (the caller keeps a block for this array);
+ * it returns 0, or -1 with an exception set. */
+int dli_numpy_exchange_view(void* obj, DLTensor* out);
+typedef int (*dli_numpy_view_otherwise_fn)(PyObject* obj, DLTensor* out, int status);
+void dli_numpy_set_view_otherwise(dli_numpy_view_otherwise_fn otherwise);
+
 /* 1 when `obj` is a numpy.ndarray or an instance of a subclass (NumPy's C API imported),
  * else 0. Never sets an exception. */
 int dli_numpy_is_array(PyObject* obj);
-
-/* A copy of layout[0:n] (a view's shape, then its strides) kept for the life of the
- * process, shared by every view with that layout: the exchange table's non-owning views
- * point into it, so they need no allocation and outlive their arrays. NULL once the table
- * of layouts is full (or out of memory), without an exception: the caller keeps its own
- * copy. Called with the GIL held, or any thread on a free-threaded build. */
-const int64_t* dli_layout_interned(const int64_t* layout, int n);
 
 /* A new exact numpy.ndarray viewing `t` as np.from_dlpack would make it (dtype, shape, byte
  * strides, writeable unless `readonly`), with `base` (a new reference taken here) keeping

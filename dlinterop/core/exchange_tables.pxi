@@ -8,12 +8,9 @@
 # returns the same capsule object. Their Python-facing functions follow exchange.pxi's
 # convention: `except -1` functions stored through void* in the noexcept pointer types.
 
-cdef int64_t _no_dims[1]   # shape and strides of a 0-d view: filled, never NULL
-
-
 # NumPy keeps strides in bytes, DLPack in elements, so a view's strides need memory that
 # lives as long as the array: a block of shape then strides, interned for the process by
-# src/numpy_route.c (no allocation once a layout has been seen). Past its bound, a block is
+# src/layouts_interned.c (no allocation once a layout has been seen). Past its bound, a block is
 # kept per array instead, in this dict (id -> [weak reference, blocks...]) until the array
 # dies, when the weak reference's callback drops the entry; a block is reused while the
 # array's layout stays the same.
@@ -57,41 +54,68 @@ cdef int _check_numpy_object(object obj) except -1:
     return 0
 
 
-cdef int _numpy_view(void* py_object, DLTensor* out) except -1:
-    """A non-owning view of an ndarray, valid while it lives; strides always filled."""
+cdef int _numpy_view_otherwise(PyObject* obj, DLTensor* out, int status) except -1:
+    """What the NumPy table's view (dli_numpy_exchange_view, in C: src/numpy_route.c) does
+    not do itself: its refusals, and a block for an array once the interned layouts are
+    full."""
     cdef int64_t layout[2 * MAX_NDIM]
     cdef int readonly = 0
     cdef const int64_t* kept
-    array = <object>py_object
-    _check_numpy_object(array)
-    if dli_numpy_view(<PyObject*>array, out, layout, MAX_NDIM, &readonly) != 0:
+    array = <object>obj
+    if status < 0:
+        _check_numpy_object(array)
+    if status == 1:
         raise BufferError(
             f"dlinterop's NumPy exchange table cannot view this {type(array).__name__} "
             f"(dtype {array.dtype!r}, strides {array.strides}) in place: a non-native byte "
             "order, a dtype outside NumPy's builtin table, strides that are not whole items "
             "or memory NumPy imported through DLPack; managed_tensor_from_py_object_no_sync "
             "asks NumPy's __dlpack__ instead")
-    if out.ndim == 0:
-        out.shape = _no_dims
-        out.strides = _no_dims
-        return 0
-    kept = dli_layout_interned(layout, 2 * out.ndim)
-    if kept == NULL:
-        kept = _kept_layout(array, layout, out.ndim)
+    # The interned layouts are full: a block kept for this array.
+    dli_numpy_view(<PyObject*>array, out, layout, MAX_NDIM, &readonly)
+    kept = _kept_layout(array, layout, out.ndim)
     out.shape = <int64_t*>kept
     out.strides = <int64_t*>kept + out.ndim
     return 0
 
 
+cdef void _numpy_managed_deleter(DLManagedTensorVersioned* m) noexcept nogil:
+    """The deleter of the NumPy table's owning exports: manager_ctx is the array. (Not
+    export.pxi's _versioned_deleter, whose manager_ctx the importer takes for a Tensor.)"""
+    if m != NULL:
+        _release_export(m.manager_ctx, m, m.dl_tensor.ndim)
+
+
 cdef int _numpy_to_managed(void* py_object, DLManagedTensorVersioned** out) except -1:
-    """Owning export of an ndarray, no stream synchronisation; NumPy's __dlpack__ decides
-    for the arrays its C API route cannot describe (and raises its BufferError)."""
-    array = <object>py_object
-    _check_numpy_object(array)
-    t = _import_numpy_native(array)
-    if t is None:
-        t = _import_from_producer(array, None)
-    return _managed_of(t, out)
+    """Owning export of an ndarray, no stream synchronisation: one block (the managed tensor,
+    then its shape and strides) holding a reference to the array, read through NumPy's C
+    API; NumPy's __dlpack__ decides for the arrays that route cannot describe (and raises
+    its BufferError)."""
+    global _live_exports
+    cdef DLTensor view
+    cdef int64_t layout[2 * MAX_NDIM]
+    cdef int readonly = 0
+    cdef DLManagedTensorVersioned* m
+    if (not dli_numpy_is_array(<PyObject*>py_object)
+            or dli_numpy_view(<PyObject*>py_object, &view, layout, MAX_NDIM, &readonly) != 0):
+        array = <object>py_object
+        _check_numpy_object(array)
+        return _managed_of(_import_from_producer(array, None), out)
+    m = <DLManagedTensorVersioned*>_block_alloc(view.ndim)
+    if m == NULL:
+        raise MemoryError()
+    m.version.major = 1
+    m.version.minor = DLPACK_MINOR_VERSION
+    m.manager_ctx = py_object
+    m.deleter = _numpy_managed_deleter
+    m.flags = DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0
+    _copy_layout(&m.dl_tensor, &view, <int64_t*>(m + 1))
+    Py_IncRef(<PyObject*>py_object)
+    dli_atomic_add(&_live_exports, 1)
+    if dli_san_on():
+        dli_san_made(m, DLI_SAN_EXPORT, "managed tensor (C exchange API)")
+    out[0] = m
+    return 0
 
 
 cdef int _managed_of(Tensor t, DLManagedTensorVersioned** out) except -1:
@@ -139,8 +163,9 @@ cdef void _fill_table(DLPackExchangeAPI* api, void* to_managed, void* to_py,
 
 cdef DLPackExchangeAPI _numpy_exchange_api
 cdef DLPackExchangeAPI _generic_exchange_api
+dli_numpy_set_view_otherwise(<dli_numpy_view_otherwise_fn><void*>_numpy_view_otherwise)
 _fill_table(&_numpy_exchange_api, <void*>_numpy_to_managed, <void*>_numpy_to_py,
-            <void*>_numpy_view)
+            <void*>dli_numpy_exchange_view)
 _fill_table(&_generic_exchange_api, <void*>_generic_to_managed, <void*>_xapi_to_py,
             <void*>_generic_view)
 

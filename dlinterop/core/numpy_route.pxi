@@ -13,7 +13,9 @@ cdef extern from "numpy_route.h":
     int dli_numpy_built() noexcept
     int dli_numpy_init() noexcept
     int dli_numpy_is_array(PyObject* obj) noexcept
-    const int64_t* dli_layout_interned(const int64_t* layout, int n) noexcept
+    int dli_numpy_exchange_view(void* obj, DLTensor* out) noexcept
+    ctypedef int (*dli_numpy_view_otherwise_fn)(PyObject* obj, DLTensor* out, int status) noexcept
+    void dli_numpy_set_view_otherwise(dli_numpy_view_otherwise_fn otherwise) noexcept
     int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim,
                        int* readonly) noexcept
     PyObject* dli_numpy_wrap(const DLTensor* t, int readonly, PyObject* base) noexcept

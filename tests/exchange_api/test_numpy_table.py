@@ -54,6 +54,56 @@ def test_numpy_view_is_the_array_in_place(layout):
     assert_describes(NUMPY.view(array), array)
 
 
+@pytest.mark.parametrize("stride", [3, -3, 29, -29, 0])
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128, np.uint16])
+def test_numpy_view_of_any_stride_on_a_length_one_axis_is_numpys(stride, dtype):
+    # NumPy ignores a length-1 axis's stride (the array is contiguous whatever it is) and
+    # its __dlpack__ divides it toward zero: the table says what NumPy says.
+    buffer = np.zeros(64, dtype)
+    itemsize = buffer.itemsize
+    array = np.lib.stride_tricks.as_strided(buffer[32:], (1, 4), (stride, itemsize))
+    expected = dl.from_dlpack(array.__dlpack__(max_version=(1, 3)))
+    managed = NUMPY.managed(array)
+    try:
+        for tensor in (NUMPY.view(array), managed.contents.dl_tensor):
+            assert dltensor_layout(tensor) == (expected.shape, expected.strides)
+            assert tensor.data == array.ctypes.data
+    finally:
+        managed.contents.deleter(managed)
+
+
+def test_numpy_views_of_alternating_layouts_each_get_their_own():
+    # The layout found last is tried first: a different one must not be taken for it.
+    arrays = [base(), base()[:, ::2], base().T, base()[::-1], base()[:1], base()[:, :, :1]]
+    for _ in range(3):
+        for array in arrays:
+            assert_describes(NUMPY.view(array), array)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_numpy_owned_tensor_is_the_array_in_place(layout):
+    array = LAYOUTS[layout]()
+    managed = NUMPY.managed(array)
+    m = managed.contents
+    try:
+        if array.ndim:
+            assert_describes(m.dl_tensor, array)
+        else:  # as every export of dlinterop's: no shape or strides for 0-d tensors
+            assert m.dl_tensor.ndim == 0 and m.dl_tensor.data == array.ctypes.data
+        assert (m.version.major, m.version.minor) == (1, 3)
+        assert m.flags == (0 if array.flags.writeable else READ_ONLY)
+    finally:
+        m.deleter(managed)
+
+
+def test_numpy_owned_tensor_of_a_read_only_array_says_so():
+    array = base()
+    array.flags.writeable = False
+    managed = NUMPY.managed(array)
+    assert managed.contents.flags == READ_ONLY
+    managed.contents.deleter(managed)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_numpy_view_of_every_dtype(dtype):
     array = (np.arange(12) % 3).astype(dtype).reshape(3, 4)[:, ::-2]
