@@ -9,6 +9,7 @@ dtype, JAX and tvm-ffi, imports, memory, processes, asv across commits) lives in
 tree's benchmarks/ folder: python -m benchmarks.
 """
 
+import functools
 import importlib
 import importlib.metadata
 import platform
@@ -208,9 +209,60 @@ def _time_row(name, statements, ns, repeats, seconds):
     return {"name": name, "ns": medians, "ratio": ratio}
 
 
+# The C exchange tables (DLPack 1.3's DLPackExchangeAPI), called in a C loop as a C, Cython
+# or Rust consumer calls them (dlinterop.testing._conformance.exchange_loop): per object,
+# the table's non-owning view, its owned tensor and deleter, and the object's __dlpack__
+# called from C, which is what a consumer without a table pays. (row, object, table), in
+# the namespace of _namespace; a row whose names are missing is left out.
+TABLE_ROWS = (
+    ("numpy.ndarray, dl.exchange_api_for", "a", "dl.exchange_api_for(np.ndarray)"),
+    ("dl.Tensor, its own table", "t", "dl.Tensor.__dlpack_c_exchange_api__"),
+    ("torch.Tensor, torch's own table", "x", "torch.Tensor.__dlpack_c_exchange_api__"),
+)
+TABLE_COLUMNS = ("view", "owned", "__dlpack__")
+TABLE_CALLS = 1000  # calls per C loop: a Python call's cost shared among them
+
+
+def _time_tables(ns, repeats, seconds):
+    """[{"name", "ns": {"view", "owned", "__dlpack__": median ns per call}, "ratio": view /
+    __dlpack__}] for each of TABLE_ROWS that can run here."""
+    from dlinterop.testing._conformance import exchange_loop
+
+    rows = []
+    for name, obj_name, table_code in TABLE_ROWS:
+        try:
+            obj, table = ns[obj_name], eval(table_code, ns)
+        except (KeyError, NameError, AttributeError):  # a peer, or its table, is missing
+            continue
+        calls = {
+            kind: functools.partial(exchange_loop, table, obj, TABLE_CALLS, kind)
+            for kind in ("view", "owned", "dlpack")
+        }
+        timers = {}
+        for column, kind in zip(TABLE_COLUMNS, calls):
+            timer = timeit.Timer(calls[kind])
+            try:
+                timers[column] = (timer, calibrate(timer, seconds))
+            except Exception:  # a refusal (a table with no view for this object): no cell
+                continue
+        samples = {column: [] for column in timers}
+        order = list(timers)
+        for k in range(repeats):
+            for column in order[k % len(order) :] + order[: k % len(order)]:
+                timer, number = timers[column]
+                samples[column].append(timer.timeit(number) / number / TABLE_CALLS * 1e9)
+        medians = {column: statistics.median(values) for column, values in samples.items()}
+        ratio = None
+        if "view" in medians and medians.get("__dlpack__"):
+            ratio = medians["view"] / medians["__dlpack__"]
+        rows.append({"name": name, "ns": medians, "ratio": ratio})
+    return rows
+
+
 def run(peers=PEERS, repeats=9, seconds=0.002):
     """{"versions": ..., "rows": [{"name", "ns": {column: median}, "ratio"}],
-    "frameworks": [the same, columns "dlinterop" and "own"]}."""
+    "frameworks": [the same, columns "dlinterop" and "own"], "tables": [the same, columns
+    "view", "owned" and "__dlpack__": the C exchange tables]}."""
     ns, versions = _namespace(peers)
     columns = [c for c in COLUMNS if c in versions and (c == "dlinterop" or c in peers)]
     rows = []
@@ -218,6 +270,7 @@ def run(peers=PEERS, repeats=9, seconds=0.002):
         row = _time_row(name, {c: statements[c] for c in columns}, ns, repeats, seconds)
         if row is not None:
             rows.append(row)
+    tables = _time_tables(ns, repeats, seconds)
     frameworks = []
     for peer in peers:
         if peer not in FRAMEWORKS:
@@ -243,6 +296,7 @@ def run(peers=PEERS, repeats=9, seconds=0.002):
         "python": platform.python_version(),
         "rows": rows,
         "frameworks": frameworks,
+        "tables": tables,
         "repeats": repeats,
     }
 
@@ -287,6 +341,24 @@ def main(peers=PEERS, repeats=9, out=sys.stdout):
                 f"{'' if row['ratio'] is None else format(row['ratio'], '.2f'):>8}",
                 file=out,
             )
+    if result["tables"]:
+        print(
+            f"\n{'exchange tables, called from C':34}"
+            + "".join(f"{c:>11}" for c in TABLE_COLUMNS)
+            + f"{'ratio':>8}",
+            file=out,
+        )
+        print("-" * 75, file=out)
+        for row in result["tables"]:
+            cells = "".join(
+                f"{row['ns'][c]:>11,.1f}" if c in row["ns"] else f"{'-':>11}" for c in TABLE_COLUMNS
+            )
+            ratio = "" if row["ratio"] is None else f"{row['ratio']:.2f}"
+            print(f"{row['name']:34}{cells}{ratio:>8}", file=out)
+        print(
+            "(ratio = view / __dlpack__ called from C: what a consumer without a table pays)",
+            file=out,
+        )
     print(
         "Timings on a shared machine move from run to run: compare ratios within one run.", file=out
     )

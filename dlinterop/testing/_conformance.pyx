@@ -228,3 +228,67 @@ def exchange_round_trip(obj):
         raise RuntimeError("dltensor_from_py_object_no_sync failed without an exception")
     view_ptr = <uintptr_t>view.data + view.byte_offset
     return managed_ptr, back, view_ptr
+
+
+cdef extern from "Python.h":
+    PyObject* PyObject_VectorcallMethod(PyObject* name, PyObject* const* args, size_t nargsf,
+                                        PyObject* kwnames) noexcept
+    PyObject* PyErr_Occurred() noexcept
+
+
+cdef const DLPackExchangeAPI* _table_of(object table) except NULL:
+    cdef const DLPackExchangeAPI* api = NULL
+    if PyCapsule_CheckExact(table):
+        api = <const DLPackExchangeAPI*>PyCapsule_GetPointer_raw(<PyObject*>table,
+                                                                 b"dlpack_exchange_api")
+    if api == NULL:
+        PyErr_Clear()
+        raise TypeError("expected a \"dlpack_exchange_api\" capsule, got "
+                        f"{type(table).__name__}")
+    return api
+
+
+cdef int _failed(const char* what) except -1:
+    if PyErr_Occurred() == NULL:
+        raise RuntimeError(f"{(<bytes>what).decode()} returned -1 without an exception")
+    return -1
+
+
+def exchange_loop(table, obj, Py_ssize_t n, str kind):
+    """n calls, in a C loop, of one way a C consumer gets obj's tensor: "view" (the table's
+    dltensor_from_py_object_no_sync), "owned" (managed_tensor_from_py_object_no_sync, then
+    the tensor's deleter), or "dlpack" (obj.__dlpack__(max_version=(1, 3)) called through
+    the vectorcall protocol, the capsule read and released; `table` is not used). For the
+    benchmarks: a call's cost is then not a Python call's."""
+    cdef const DLPackExchangeAPI* api = NULL
+    cdef DLTensor view
+    cdef DLManagedTensorVersioned* managed
+    cdef Py_ssize_t _i
+    cdef PyObject* capsule
+    cdef PyObject* args[2]
+    if kind == "view":
+        api = _table_of(table)
+        for _i in range(n):
+            if api.dltensor_from_py_object_no_sync(<void*>obj, &view) != 0:
+                return _failed(b"dltensor_from_py_object_no_sync")
+    elif kind == "owned":
+        api = _table_of(table)
+        for _i in range(n):
+            if api.managed_tensor_from_py_object_no_sync(<void*>obj, &managed) != 0:
+                return _failed(b"managed_tensor_from_py_object_no_sync")
+            if managed.deleter != NULL:
+                managed.deleter(managed)
+    elif kind == "dlpack":
+        name = "__dlpack__"
+        version = (1, 3)
+        kwnames = ("max_version",)
+        args[0] = <PyObject*>obj
+        args[1] = <PyObject*>version
+        for _i in range(n):
+            capsule = PyObject_VectorcallMethod(<PyObject*>name, args, 1,
+                                                <PyObject*>kwnames)
+            if capsule == NULL:
+                return _failed(b"__dlpack__")
+            Py_DecRef(capsule)   # unconsumed: its destructor runs the deleter
+    else:
+        raise ValueError(f"kind must be 'view', 'owned' or 'dlpack', got {kind!r}")

@@ -329,3 +329,24 @@ def test_numpy_table_owning_export_falls_back_to_numpys_dlpack():
         assert_describes(managed.contents.dl_tensor, array)
     finally:
         managed.contents.deleter(managed)
+
+
+def test_the_benchmarks_c_loop_calls_the_table_and_raises_its_errors():
+    # dlinterop.testing._conformance.exchange_loop: what python -m dlinterop bench and the
+    # asv suite time. Its calls leave nothing behind and raise what the table raises.
+    from dlinterop.testing._conformance import exchange_loop
+
+    table, array = dl.exchange_api_for(np.ndarray), base()
+    count = sys.getrefcount(array)
+    for kind in ("view", "owned", "dlpack"):
+        assert exchange_loop(table, array, 50, kind) is None
+    gc.collect()
+    assert sys.getrefcount(array) == count
+    with pytest.raises(TypeError, match="takes numpy.ndarray objects, got list"):
+        exchange_loop(table, [1.0], 1, "view")
+    with pytest.raises(BufferError, match="cannot view"):
+        exchange_loop(table, base().astype(">f4"), 1, "view")
+    with pytest.raises(TypeError, match="dlpack_exchange_api"):
+        exchange_loop(array, array, 1, "view")
+    with pytest.raises(ValueError, match="kind must be"):
+        exchange_loop(table, array, 1, "copy")

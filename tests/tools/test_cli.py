@@ -109,6 +109,17 @@ def test_bench_times_dlinterop_beside_the_installed_peers(tmp_path):
         assert row["name"] in out.stdout
     if "numpy" in result["versions"]:
         assert all("numpy" in row["ns"] for row in result["rows"])
+    # The C exchange tables: dlinterop's own always, NumPy's and torch's where installed.
+    tables = {row["name"]: row for row in result["tables"]}
+    expected = {"dl.Tensor, its own table"}
+    if "numpy" in result["versions"]:
+        expected.add("numpy.ndarray, dl.exchange_api_for")
+    assert expected <= set(tables)
+    for name in expected:
+        row = tables[name]
+        assert set(row["ns"]) == {"view", "owned", "__dlpack__"}
+        assert all(value > 0 for value in row["ns"].values()) and 0 < row["ratio"]
+        assert name in out.stdout
 
 
 @pytest.mark.slow
