@@ -92,6 +92,7 @@ from dlinterop._core import (
     int64,
     memory_stats,
     ones,
+    publish_exchange_api,
     share,
     tensor,
     to_dlpack,
@@ -102,6 +103,7 @@ from dlinterop._core import (
     uint16,
     uint32,
     uint64,
+    unpublish_exchange_api,
     zeros,
 )
 from dlinterop._integrations import multiprocessing as _multiprocessing
@@ -144,6 +146,8 @@ __all__ = [
     "empty",
     "empty_like",
     "exchange_api_for",
+    "publish_exchange_api",
+    "unpublish_exchange_api",
     "float16",
     "float32",
     "float4_e2m1fn",
