@@ -1,5 +1,6 @@
 # Provides: exchange tables for other types' objects (dl.exchange_api_for): NumPy's, read
-# through NumPy's C API, and a generic one over __dlpack__.
+# through NumPy's C API, and a generic one over __dlpack__; dl.publish_exchange_api and
+# dl.unpublish_exchange_api, which put NumPy's on its type and take it back.
 # Uses: runtime.pxi, once.pxi, allocator.pxi, export.pxi, consume.pxi, numpy_route.pxi,
 # producers.pxi, importer.pxi, exchange.pxi.
 
