@@ -60,20 +60,46 @@ static int dl_code_of(int type_num) {
   }
 }
 
+/* DLPack's codes for NumPy's user types (ml_dtypes' bfloat16, float8s, ...) that
+ * dli_numpy_register_user_type recorded, by type number from NPY_USERDEF: the code plus
+ * one, 0 for a type not recorded. Written with the GIL held (or, free-threaded, by any
+ * thread: one byte, the same answer whoever writes it). */
+#define USER_TYPES 128
+static uint8_t user_codes[USER_TYPES];
+
+static inline int user_code_of(int type_num) {
+  if (type_num < NPY_USERDEF || type_num >= NPY_USERDEF + USER_TYPES) {
+    return -1;
+  }
+  return (int)__atomic_load_n(&user_codes[type_num - NPY_USERDEF], __ATOMIC_RELAXED) - 1;
+}
+
+int dli_numpy_register_user_type(int type_num, int code) {
+  if (type_num < NPY_USERDEF || type_num >= NPY_USERDEF + USER_TYPES || code < 0 || code > 254) {
+    return -1;
+  }
+  __atomic_store_n(&user_codes[type_num - NPY_USERDEF], (uint8_t)(code + 1), __ATOMIC_RELAXED);
+  return 0;
+}
+
 /* What dli_numpy_view and the exchange table's view share: the checks, then `out` filled
  * but for its shape and strides; 0, or 1 where NumPy's own export decides. Every type
  * dl_code_of takes has a power-of-two size, so *shift and *mask turn byte strides that are
  * whole items into element strides without a division (tens of cycles, where the view
  * takes a few in all): element_stride. */
 static inline __attribute__((always_inline)) int numpy_header(PyArrayObject* array, DLTensor* out,
-                                                              int max_ndim, int* shift,
-                                                              npy_intp* mask) {
+                                                              int max_ndim, int user_types,
+                                                              int* shift, npy_intp* mask) {
   PyArray_Descr* descr = PyArray_DESCR(array);
   PyObject* base;
   npy_intp itemsize, size, *shape, *strides;
   int ndim = PyArray_NDIM(array);
   int code = dl_code_of(descr->type_num);
   int i;
+
+  if (code < 0 && user_types) {
+    code = user_code_of(descr->type_num);
+  }
 
   if (code < 0 || ndim > max_ndim || PyDataType_ISBYTESWAPPED(descr)) {
     return 1; /* NumPy's own export decides (and raises its own error) */
@@ -120,11 +146,12 @@ static inline int64_t element_stride(npy_intp stride, int shift, npy_intp mask) 
   return (stride & mask) == 0 ? stride >> shift : stride / (mask + 1);
 }
 
-int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim, int* readonly) {
+int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim, int user_types,
+                   int* readonly) {
   PyArrayObject* array = (PyArrayObject*)obj;
   npy_intp mask, *shape, *strides;
   int shift, i, ndim;
-  if (numpy_header(array, out, max_ndim, &shift, &mask) != 0) {
+  if (numpy_header(array, out, max_ndim, user_types, &shift, &mask) != 0) {
     return 1;
   }
   ndim = out->ndim;
@@ -154,7 +181,7 @@ static inline __attribute__((always_inline)) int table_view(PyObject* obj, DLTen
   if (!PyArray_Check(obj)) {
     return -1;
   }
-  if (numpy_header(array, out, DLI_MAX_NDIM, &shift, &mask) != 0) {
+  if (numpy_header(array, out, DLI_MAX_NDIM, 1, &shift, &mask) != 0) {
     return 1;
   }
   ndim = out->ndim;
@@ -291,13 +318,21 @@ int dli_numpy_is_array(PyObject* obj) {
   return 0;
 }
 
-int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim, int* readonly) {
+int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim, int user_types,
+                   int* readonly) {
   (void)obj;
   (void)out;
   (void)storage;
   (void)max_ndim;
+  (void)user_types;
   (void)readonly;
   return 1;
+}
+
+int dli_numpy_register_user_type(int type_num, int code) {
+  (void)type_num;
+  (void)code;
+  return -1;
 }
 
 int dli_numpy_exchange_view(void* obj, DLTensor* out) {

@@ -14,8 +14,16 @@ int dli_numpy_built(void);
 int dli_numpy_init(void);
 /* Fills `out` (shape and strides in `storage`, 2 * ndim entries) from an exact
  * numpy.ndarray as NumPy's __dlpack__ would, and *readonly; 0 on success, 1 when the
- * array must take the __dlpack__ route instead. Never sets an exception. */
-int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim, int* readonly);
+ * array must take the __dlpack__ route instead. With `user_types`, also an array of a user
+ * type dli_numpy_register_user_type recorded (the exchange table's; the importer follows
+ * NumPy's __dlpack__, which decides those). Never sets an exception. */
+int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim, int user_types,
+                   int* readonly);
+
+/* Records DLPack's type code for NumPy's user type `type_num` (an ml_dtypes type whose
+ * elements are whole bytes, as many bits as its item size), for dli_numpy_view's
+ * `user_types` and the exchange table's view; 0, or -1 for a number out of range. */
+int dli_numpy_register_user_type(int type_num, int code);
 
 /* The NumPy exchange table's dltensor_from_py_object_no_sync (dl.exchange_api_for): a
  * non-owning view of `obj` filled as dli_numpy_view fills it, its shape and strides in a

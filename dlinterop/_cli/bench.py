@@ -9,7 +9,6 @@ dtype, JAX and tvm-ffi, imports, memory, processes, asv across commits) lives in
 tree's benchmarks/ folder: python -m benchmarks.
 """
 
-import functools
 import importlib
 import importlib.metadata
 import platform
@@ -234,13 +233,13 @@ def _time_tables(ns, repeats, seconds):
             obj, table = ns[obj_name], eval(table_code, ns)
         except (KeyError, NameError, AttributeError):  # a peer, or its table, is missing
             continue
-        calls = {
-            kind: functools.partial(exchange_loop, table, obj, TABLE_CALLS, kind)
-            for kind in ("view", "owned", "dlpack")
-        }
+        # Statements over a namespace cleared after, as run() clears its own: on
+        # free-threaded CPython the functions timeit compiles can outlive the run, and
+        # would keep the object alive through anything they hold.
+        row_ns = {"loop": exchange_loop, "table": table, "obj": obj, "n": TABLE_CALLS}
         timers = {}
-        for column, kind in zip(TABLE_COLUMNS, calls):
-            timer = timeit.Timer(calls[kind])
+        for column, kind in zip(TABLE_COLUMNS, ("view", "owned", "dlpack")):
+            timer = timeit.Timer(f"loop(table, obj, n, {kind!r})", globals=row_ns)
             try:
                 timers[column] = (timer, calibrate(timer, seconds))
             except Exception:  # a refusal (a table with no view for this object): no cell
@@ -251,6 +250,7 @@ def _time_tables(ns, repeats, seconds):
             for column in order[k % len(order) :] + order[: k % len(order)]:
                 timer, number = timers[column]
                 samples[column].append(timer.timeit(number) / number / TABLE_CALLS * 1e9)
+        row_ns.clear()
         medians = {column: statistics.median(values) for column, values in samples.items()}
         ratio = None
         if "view" in medians and medians.get("__dlpack__"):

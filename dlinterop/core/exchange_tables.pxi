@@ -1,8 +1,8 @@
 # Provides: exchange tables for other types' objects (dl.exchange_api_for): NumPy's, read
 # through NumPy's C API, and a generic one over __dlpack__; dl.publish_exchange_api and
 # dl.unpublish_exchange_api, which put NumPy's on its type and take it back.
-# Uses: runtime.pxi, once.pxi, allocator.pxi, export.pxi, consume.pxi, numpy_route.pxi,
-# producers.pxi, importer.pxi, exchange.pxi.
+# Uses: runtime.pxi, once.pxi, dtypes.pxi, allocator.pxi, export.pxi, consume.pxi,
+# numpy_route.pxi, producers.pxi, importer.pxi, bridge.pxi (asarray), exchange.pxi.
 
 # Both tables are static structs filled once, at import (as exchange.pxi's), and published
 # each in one capsule made then: exchange_api_for only picks one, so every call for a type
@@ -55,10 +55,34 @@ cdef int _check_numpy_object(object obj) except -1:
     return 0
 
 
+cdef enum:
+    NPY_USERDEF = 256    # NumPy's first user type number (ml_dtypes' types are user types)
+
+
+cdef int _numpy_user_type(object array) except -1:
+    """For an array of a NumPy user type dlinterop has a DLPack type for (ml_dtypes'): 1 once
+    its code is recorded for the table's C routes (a type of whole bytes: bfloat16, the
+    float8s), 2 for a sub-byte type (int4, float4_e2m1fn, float6, ...: one element per byte
+    in NumPy, packed in DLPack, so no view); 0 for anything else."""
+    cdef DType dt
+    descr = array.dtype
+    if descr.num < NPY_USERDEF:
+        return 0
+    try:
+        dt = dtype(descr)
+    except (TypeError, ValueError):
+        return 0
+    if dt.dl.lanes != 1:
+        return 0
+    if dt.dl.bits == 8 * descr.itemsize:
+        return 1 if dli_numpy_register_user_type(descr.num, dt.dl.code) == 0 else 0
+    return 2 if dt.dl.bits < 8 else 0
+
+
 cdef int _numpy_view_otherwise(PyObject* obj, DLTensor* out, int status) except -1:
     """What the NumPy table's view (dli_numpy_exchange_view, in C: src/numpy_route.c) does
-    not do itself: its refusals, and a block for an array once the interned layouts are
-    full."""
+    not do itself: its refusals, an ml_dtypes type seen for the first time (recorded, then
+    viewed in C), and a block for an array once the interned layouts are full."""
     cdef int64_t layout[2 * MAX_NDIM]
     cdef int readonly = 0
     cdef const int64_t* kept
@@ -66,14 +90,22 @@ cdef int _numpy_view_otherwise(PyObject* obj, DLTensor* out, int status) except 
     if status < 0:
         _check_numpy_object(array)
     if status == 1:
+        user = _numpy_user_type(array)
+        if user == 1 and dli_numpy_exchange_view(<void*>obj, out) == 0:
+            return 0
+        if user == 2:
+            raise BufferError(
+                f"dlinterop's NumPy exchange table has no view of a {array.dtype} array: NumPy "
+                "holds one element per byte, DLPack packs sub-byte types; "
+                "managed_tensor_from_py_object_no_sync gives a packed copy (IS_COPIED)")
         raise BufferError(
             f"dlinterop's NumPy exchange table cannot view this {type(array).__name__} "
             f"(dtype {array.dtype!r}, strides {array.strides}) in place: a non-native byte "
-            "order, a dtype outside NumPy's builtin table, strides that are not whole items "
-            "or memory NumPy imported through DLPack; managed_tensor_from_py_object_no_sync "
-            "asks NumPy's __dlpack__ instead")
+            "order, a dtype with no DLPack type, strides that are not whole items or memory "
+            "NumPy imported through DLPack; managed_tensor_from_py_object_no_sync asks "
+            "NumPy's __dlpack__ instead")
     # The interned layouts are full: a block kept for this array.
-    dli_numpy_view(<PyObject*>array, out, layout, MAX_NDIM, &readonly)
+    dli_numpy_view(<PyObject*>array, out, layout, MAX_NDIM, 1, &readonly)
     kept = _kept_layout(array, layout, out.ndim)
     out.shape = <int64_t*>kept
     out.strides = <int64_t*>kept + out.ndim
@@ -98,10 +130,18 @@ cdef int _numpy_to_managed(void* py_object, DLManagedTensorVersioned** out) exce
     cdef int readonly = 0
     cdef DLManagedTensorVersioned* m
     if (not dli_numpy_is_array(<PyObject*>py_object)
-            or dli_numpy_view(<PyObject*>py_object, &view, layout, MAX_NDIM, &readonly) != 0):
+            or dli_numpy_view(<PyObject*>py_object, &view, layout, MAX_NDIM, 1, &readonly) != 0):
         array = <object>py_object
         _check_numpy_object(array)
-        return _managed_of(_import_from_producer(array, None), out)
+        user = _numpy_user_type(array)
+        if user == 2:     # sub-byte: packed, as dl.asarray packs it, so a copy
+            t = asarray(array)
+            out[0] = _make_versioned_managed(t, DLPACK_MINOR_VERSION,
+                                             DLPACK_FLAG_BITMASK_IS_COPIED)
+            return 0
+        if user == 0 or dli_numpy_view(<PyObject*>py_object, &view, layout, MAX_NDIM, 1,
+                                       &readonly) != 0:
+            return _managed_of(_import_from_producer(array, None), out)
     m = <DLManagedTensorVersioned*>_block_alloc(view.ndim)
     if m == NULL:
         raise MemoryError()
@@ -130,11 +170,28 @@ cdef int _numpy_to_py(DLManagedTensorVersioned* tensor, void** out_py_object) ex
     t = tensor_from_managed(tensor, False)   # from here the Tensor owns it
     array = _wrap_as_ndarray(t)
     if array is None:
-        # A dtype or device outside the C route's table: NumPy's own from_dlpack decides.
-        array = _module_if_run("numpy").from_dlpack(t)
+        # A dtype or device outside the C route's table: NumPy's own from_dlpack decides,
+        # but for host memory of a type it knows only through ml_dtypes (before NumPy 2.5,
+        # its from_dlpack refuses them): the Tensor's __array__ views that memory as one.
+        numpy = _module_if_run("numpy")
+        try:
+            array = numpy.from_dlpack(t)
+        except (BufferError, RuntimeError):
+            if t.dl.device.device_type != kDLCPU or not _numpy_holds(t):
+                raise
+            array = numpy.asarray(t)
     Py_IncRef(<PyObject*>array)
     out_py_object[0] = <void*>array
     return 0
+
+
+cdef bint _numpy_holds(Tensor t):
+    """Whether NumPy (through ml_dtypes where need be) has a dtype for t's."""
+    try:
+        dtype_from_dl(t.dl.dtype).to_numpy()
+    except TypeError:
+        return False
+    return True
 
 
 cdef int _generic_to_managed(void* py_object, DLManagedTensorVersioned** out) except -1:
@@ -194,13 +251,16 @@ def exchange_api_for(obj_or_type):
       ``__dlpack__`` call. ``dltensor_from_py_object_no_sync`` fills a non-owning view
       (strides always filled) valid while the array lives: NumPy keeps strides in bytes, so
       the shape and element strides point into a block kept for each distinct layout (for
-      the process; past a bound of distinct layouts, for the array's life). It raises
-      BufferError for arrays NumPy's ``__dlpack__`` describes differently or refuses (a
-      non-native byte order, a dtype outside NumPy's builtin table, such as ml_dtypes',
-      strides that are not whole items, memory NumPy imported through DLPack);
+      the process; past a bound of distinct layouts, for the array's life). Arrays of
+      ml_dtypes' types of whole bytes (bfloat16, the float8s) are read the same way; of its
+      sub-byte types (int4, float4_e2m1fn, ...: one element per byte in NumPy, packed in
+      DLPack) the view raises BufferError and the owned tensor is a packed copy flagged
+      IS_COPIED. It raises BufferError for arrays NumPy's ``__dlpack__`` describes
+      differently or refuses (a non-native byte order, a dtype with no DLPack type, strides
+      that are not whole items, memory NumPy imported through DLPack);
       ``managed_tensor_from_py_object_no_sync`` gives those to NumPy's
       ``__dlpack__``, which exports or refuses them. ``managed_tensor_to_py_object_no_sync``
-      returns an ndarray sharing the tensor's memory.
+      returns an ndarray sharing the tensor's memory (an ml_dtypes array for its types).
     - any other type with ``__dlpack__``: a generic table whose
       ``managed_tensor_from_py_object_no_sync`` calls ``__dlpack__(max_version=(1, 3))``
       once per call and whose ``managed_tensor_to_py_object_no_sync`` returns a

@@ -17,7 +17,8 @@ cdef extern from "numpy_route.h":
     ctypedef int (*dli_numpy_view_otherwise_fn)(PyObject* obj, DLTensor* out, int status) noexcept
     void dli_numpy_set_view_otherwise(dli_numpy_view_otherwise_fn otherwise) noexcept
     int dli_numpy_view(PyObject* obj, DLTensor* out, int64_t* storage, int max_ndim,
-                       int* readonly) noexcept
+                       int user_types, int* readonly) noexcept
+    int dli_numpy_register_user_type(int type_num, int code) noexcept
     PyObject* dli_numpy_wrap(const DLTensor* t, int readonly, PyObject* base) noexcept
 
 # 1 (on), 0 (off), or a set-up state (SETUP_UNDECIDED, SETUP_DECIDING).
@@ -35,7 +36,7 @@ cdef Tensor _import_numpy_native(object array):
     cdef DLTensor dl
     cdef int64_t storage[2 * MAX_NDIM]
     cdef int readonly = 0
-    if dli_numpy_view(<PyObject*>array, &dl, storage, MAX_NDIM, &readonly) != 0:
+    if dli_numpy_view(<PyObject*>array, &dl, storage, MAX_NDIM, 0, &readonly) != 0:
         return None
     _validate_dltensor(&dl)
     return _wrap_dltensor(&dl, DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0, array)

@@ -25,7 +25,7 @@ from exchange_api.helpers import (
     dltensor_layout,
 )
 
-from forge import READ_ONLY, DLManagedTensorVersioned, DLTensor
+from forge import IS_COPIED, READ_ONLY, DLManagedTensorVersioned, DLTensor
 
 NUMPY = ExchangeTable(dl.exchange_api_for(np.ndarray))
 
@@ -296,26 +296,69 @@ def test_numpy_table_refuses_what_it_cannot_describe(case):
     assert not managed
 
 
-def test_numpy_table_exports_ml_dtypes_arrays_where_numpy_does():
-    # The view's C route knows NumPy's builtin types only; the owning export asks NumPy's
-    # __dlpack__, which exports ml_dtypes' types from NumPy 2.5 on and refuses them before
-    # (a feature check, not a version check).
+ML_WHOLE_BYTES = ["bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu"]
+ML_SUB_BYTE = ["int4", "uint4", "float4_e2m1fn", "float6_e2m3fn", "int2"]
+
+
+@pytest.mark.parametrize("name", ML_WHOLE_BYTES)
+def test_numpy_table_views_and_exports_ml_dtypes_arrays_in_place(name):
+    # ml_dtypes' types are NumPy user types, which NumPy's __dlpack__ refuses before 2.5:
+    # the table reads them itself, every one of whole bytes, in place.
     ml_dtypes = pytest.importorskip("ml_dtypes")
-    array = np.arange(4, dtype=ml_dtypes.bfloat16)
-    with pytest.raises(BufferError, match="cannot view"):
-        NUMPY.view_of(id(array), byref(DLTensor()))
+    if not hasattr(ml_dtypes, name):
+        pytest.skip(f"this ml_dtypes has no {name}")
+    array = (np.arange(12) % 5).astype(getattr(ml_dtypes, name)).reshape(3, 4)[:, ::-2]
+    expected = dl.dtype(array.dtype)
+    view = NUMPY.view(array)
+    managed = NUMPY.managed(array)
     try:
-        array.__dlpack__()
-    except BufferError:
-        managed = POINTER(DLManagedTensorVersioned)()
-        with pytest.raises(BufferError):
-            NUMPY.from_py(id(array), byref(managed))
-        assert not managed
-    else:
-        managed = NUMPY.managed(array)
-        tensor = managed.contents.dl_tensor
-        assert tensor.data == array.ctypes.data
-        assert (tensor.dtype.code, tensor.dtype.bits) == (4, 16)  # kDLBfloat, 16 bits
+        for tensor in (view, managed.contents.dl_tensor):
+            assert tensor.data == array.ctypes.data
+            assert (tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes) == (
+                expected.code,
+                expected.bits,
+                1,
+            )
+            assert dltensor_layout(tensor) == ((3, 2), (4, -2))
+        assert managed.contents.flags == 0
+    finally:
+        managed.contents.deleter(managed)
+
+
+def test_numpy_to_py_of_an_ml_dtypes_tensor_is_an_ml_dtypes_array_in_place():
+    # NumPy's from_dlpack refuses bfloat16 before NumPy 2.5: the way back makes the
+    # ml_dtypes array over the same memory itself.
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    array = np.arange(6).astype(ml_dtypes.bfloat16)
+    result = NUMPY.to_object(NUMPY.managed(array))
+    assert type(result) is np.ndarray and result.dtype == array.dtype
+    assert result.ctypes.data == array.ctypes.data
+    assert result.tolist() == array.tolist()
+
+
+@pytest.mark.parametrize("name", ML_SUB_BYTE)
+def test_numpy_table_gives_sub_byte_arrays_packed_and_copied(name):
+    # NumPy holds one sub-byte element per byte, DLPack packs them: no view; the owned
+    # tensor is the packed copy dl.asarray makes, flagged IS_COPIED.
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    if not hasattr(ml_dtypes, name):
+        pytest.skip(f"this ml_dtypes has no {name}")
+    array = (np.arange(8) % 3).astype(getattr(ml_dtypes, name))
+    with pytest.raises(BufferError, match="packs sub-byte types"):
+        NUMPY.view_of(id(array), byref(DLTensor()))
+    managed = NUMPY.managed(array)
+    try:
+        m = managed.contents
+        packed = dl.asarray(array)
+        assert m.flags == IS_COPIED
+        assert m.dl_tensor.data != array.ctypes.data
+        assert (m.dl_tensor.dtype.code, m.dl_tensor.dtype.bits) == (
+            packed.dtype.code,
+            packed.dtype.bits,
+        )
+        got = ctypes.string_at(m.dl_tensor.data, packed.nbytes)
+        assert got == ctypes.string_at(packed.data_ptr, packed.nbytes)
+    finally:
         managed.contents.deleter(managed)
 
 
