@@ -96,6 +96,10 @@ cdef int raise_pending_error() except -1
 cdef int64_t checked_nbytes(int ndim, const int64_t* shape, DLDataType dt,
                             DLDevice device) except -1
 cdef object numpy_array_from(Tensor t)
+# Shape then strides (2 * ndim values) kept at least as long as `owner`: interned for the
+# process (one block per distinct layout), else a block of the owner's: the non-owning
+# views of the exchange tables point into it.
+cdef const int64_t* keep_layout(object owner, const int64_t* layout, int ndim) except NULL
 cdef Tensor offset_in_pointer(Tensor t)
 # dl.from_dlpack's own body (device, copy and stream as it takes them): the stable ABI's
 # from_dlpack entry (dlinterop._capi).

@@ -11,8 +11,9 @@ hand-back go through its table (managed_tensor_allocator, managed_tensor_to_py_o
 with no Python call; otherwise dlinterop's allocator and that framework's `from_dlpack`,
 looked up once per type. The C-level versions are declared in dlinterop/frameworks.pxd."""
 cimport cython
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_New
 from cpython.ref cimport PyObject, Py_DECREF
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport int64_t, uint8_t, uintptr_t
 from libc.string cimport strncpy
 
 from dlinterop.dlpack cimport *
@@ -23,7 +24,7 @@ from dlinterop._lib.type_cache cimport (
 )
 from dlinterop._core cimport (
     DType, Device, Tensor, borrow_dltensor, check_copy_arg, checked_nbytes, device_from_dl,
-    device_from_object, dtype_text, empty_tensor, exchange_api_of,
+    device_from_object, dtype_text, empty_tensor, exchange_api_of, keep_layout,
     numpy_array_from, offset_in_pointer, order_for_consumer, raise_pending_error,
     read_only_by_flag, tensor_from_managed, tensor_from_object, to_managed, zero_fill,
 )
@@ -49,3 +50,4 @@ include "framework_parts/borrow.pxi"       # borrowed views of inputs
 include "framework_parts/allocation.pxi"   # empty_like, zeros_like: the caller's allocator
 include "framework_parts/adapters.pxi"     # how to make each framework's object, cached
 include "framework_parts/handback.pxi"     # to_framework: a Tensor as the caller's type
+include "framework_parts/exchange_jax.pxi" # the exchange table for jax.Array objects

@@ -17,6 +17,9 @@
 # array's layout stays the same.
 cdef dict _numpy_view_blocks = {}
 
+cdef extern from "layouts_interned.h":
+    const int64_t* dli_layout_interned(const int64_t* layout, int n) noexcept
+
 
 cdef const int64_t* _kept_layout(object array, const int64_t* layout, int ndim) except NULL:
     """A copy of layout[0:2 * ndim] that lives as long as `array`."""
@@ -40,6 +43,11 @@ cdef const int64_t* _kept_layout(object array, const int64_t* layout, int ndim) 
         entry = _numpy_view_blocks.setdefault(key, [weakref.ref(array, drop)])
     entry.append(block)   # never removed while the array lives: earlier views stay valid
     return <const int64_t*>PyBytes_AS_STRING(block)
+
+
+cdef const int64_t* keep_layout(object owner, const int64_t* layout, int ndim) except NULL:
+    cdef const int64_t* kept = dli_layout_interned(layout, 2 * ndim)
+    return kept if kept != NULL else _kept_layout(owner, layout, ndim)
 
 
 def _numpy_view_block_count():
@@ -261,6 +269,10 @@ def exchange_api_for(obj_or_type):
       ``managed_tensor_from_py_object_no_sync`` gives those to NumPy's
       ``__dlpack__``, which exports or refuses them. ``managed_tensor_to_py_object_no_sync``
       returns an ndarray sharing the tensor's memory (an ml_dtypes array for its types).
+    - ``jax.Array`` (once JAX is imported): a view read from a single-device array itself
+      (its buffer pointer, shape and dtype; waiting for its value, as JAX's ``__dlpack__``
+      does), the owned tensor through JAX's ``__dlpack__`` flagged READ_ONLY, a
+      ``dl.Tensor`` on the way back (dlinterop.frameworks holds it).
     - any other type with ``__dlpack__``: a generic table whose
       ``managed_tensor_from_py_object_no_sync`` calls ``__dlpack__(max_version=(1, 3))``
       once per call and whose ``managed_tensor_to_py_object_no_sync`` returns a
@@ -278,6 +290,11 @@ def exchange_api_for(obj_or_type):
     ndarray = getattr(numpy, "ndarray", None) if numpy is not None else None
     if ndarray is not None and issubclass(cls, ndarray) and _numpy_api_ready():
         return _numpy_table
+    jax = sys.modules.get("jax")
+    jax_array = getattr(jax, "Array", None) if jax is not None else None
+    if jax_array is not None and issubclass(cls, jax_array):
+        from dlinterop import frameworks
+        return frameworks._jax_exchange_table(_generic_table)
     if getattr(cls, "__dlpack__", None) is None:
         raise TypeError(f"{cls.__name__} objects have no __dlpack__: no DLPack exchange "
                         "table can take them")
