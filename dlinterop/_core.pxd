@@ -2,6 +2,7 @@
 # another module (ours or a downstream extension) may use lives here; changing a class
 # layout below is an ABI change that downstream extensions must be rebuilt for.
 # dlinterop/tensor.pxd names what the same-build tier offers downstream (one release only).
+from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint64_t
 
 from dlinterop.dlpack cimport (
@@ -101,6 +102,22 @@ cdef object numpy_array_from(Tensor t)
 # views of the exchange tables point into it.
 cdef const int64_t* keep_layout(object owner, const int64_t* layout, int ndim) except NULL
 cdef Tensor offset_in_pointer(Tensor t)
+# Owning exports of another framework's object by an exchange table (the NumPy table's and
+# dlinterop.frameworks' torch table): one block, the object referenced, and a deleter that
+# takes any thread, with or without the GIL.
+cdef DLManagedTensorVersioned* owned_export_block(PyObject* owner, int ndim) noexcept nogil
+# PyTorch's native bit readers (core/torch_bits.pxi) for dlinterop.frameworks' exchange
+# table: where the at::Tensor sits in torch.Tensor objects (below 0: not read natively) and
+# the readers, as void pointers (bool f(const void*)).
+cdef struct TorchNativeReads:
+    Py_ssize_t offset
+    void* is_neg
+    void* is_conj
+    void* requires_grad
+cdef int torch_native_reads(TorchNativeReads* out) except -1
+# BufferError for a PyTorch tensor whose memory must not be shared (requires grad, a lazily
+# conjugated or negated view); 0 for any other.
+cdef int refuse_torch_tensor(object tensor) except -1
 # dl.from_dlpack's own body (device, copy and stream as it takes them): the stable ABI's
 # from_dlpack entry (dlinterop._capi).
 cdef Tensor _from_dlpack(object obj, object device, object copy, object stream)

@@ -79,6 +79,7 @@ include "core/python_data.pxi"     # arange, Tensors from nested sequences
 include "core/bridge.pxi"          # asarray over the array interfaces and the buffer protocol
 include "core/exchange.pxi"        # dlinterop's own exchange table, published
 include "core/exchange_tables.pxi" # exchange tables for NumPy's and other types' objects
+include "core/exchange_publishing.pxi"  # dl.publish_exchange_api: a table on a type
 include "core/pickling.pxi"        # pickling by value
 include "core/views.pxi"           # views: transpose, squeeze, dtype views
 include "core/reshape.pxi"         # reshape: a view where the strides allow

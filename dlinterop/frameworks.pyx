@@ -12,7 +12,8 @@ with no Python call; otherwise dlinterop's allocator and that framework's `from_
 looked up once per type. The C-level versions are declared in dlinterop/frameworks.pxd."""
 cimport cython
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_New
-from cpython.ref cimport PyObject, Py_DECREF
+from cpython.object cimport PyTypeObject
+from cpython.ref cimport PyObject, Py_DECREF, Py_INCREF
 from libc.stdint cimport int64_t, uint8_t, uintptr_t
 from libc.string cimport strncpy
 
@@ -25,14 +26,19 @@ from dlinterop._lib.type_cache cimport (
 from dlinterop._core cimport (
     DType, Device, Tensor, borrow_dltensor, check_copy_arg, checked_nbytes, device_from_dl,
     device_from_object, dtype_text, empty_tensor, exchange_api_of, keep_layout,
-    numpy_array_from, offset_in_pointer, order_for_consumer, raise_pending_error,
-    read_only_by_flag, tensor_from_managed, tensor_from_object, to_managed, zero_fill,
+    numpy_array_from, offset_in_pointer, order_for_consumer, owned_export_block,
+    raise_pending_error,
+    read_only_by_flag, refuse_torch_tensor, tensor_from_managed, tensor_from_object,
+    to_managed, torch_native_reads, TorchNativeReads, zero_fill,
 )
 
 import importlib
 import operator
+import os
 import sys
+import threading
 import types
+import warnings
 
 from dlinterop._core import CopyError
 
@@ -44,6 +50,10 @@ cdef extern from "Python.h":
     void PyErr_Clear()
     bint PyModule_Check(object obj)
 
+# Held while an exchange table is made (once per framework, whichever thread asks first);
+# reentrant: making the torch table runs PyTorch code, which may ask again.
+_tables_lock = threading.RLock()
+
 # The module's files, in the order they build on each other (each uses only those above it).
 include "framework_parts/checks.pxi"       # arg_spec, check_arg, check_tensor
 include "framework_parts/borrow.pxi"       # borrowed views of inputs
@@ -51,3 +61,4 @@ include "framework_parts/allocation.pxi"   # empty_like, zeros_like: the caller'
 include "framework_parts/adapters.pxi"     # how to make each framework's object, cached
 include "framework_parts/handback.pxi"     # to_framework: a Tensor as the caller's type
 include "framework_parts/exchange_jax.pxi" # the exchange table for jax.Array objects
+include "framework_parts/exchange_torch.pxi"  # the exchange table for torch.Tensor objects

@@ -1,7 +1,7 @@
 """The C exchange tables (DLPack 1.3's DLPackExchangeAPI) called in a C loop, as a C consumer
-calls them: dl.exchange_api_for's NumPy table, dl.Tensor's own and PyTorch's own, beside each
-object's __dlpack__(max_version=(1, 3)) called from C. Each timed call makes CALLS calls:
-asv's numbers are per CALLS (docs/exchange-tables.md)."""
+calls them: dl.exchange_api_for's NumPy and torch tables, dl.Tensor's own and PyTorch's own
+("torch-own"), beside each object's __dlpack__(max_version=(1, 3)) called from C. Each timed
+call makes CALLS calls: asv's numbers are per CALLS (docs/exchange-tables.md)."""
 
 import numpy as np
 
@@ -18,7 +18,7 @@ class ExchangeTable(Benchmark):
     "owned" (managed_tensor_from_py_object_no_sync, then the deleter) or "dlpack" (its
     __dlpack__ called from C, the capsule released)."""
 
-    params = [["numpy", "dlinterop", "torch"], ["view", "owned", "dlpack"]]
+    params = [["numpy", "dlinterop", "torch", "torch-own"], ["view", "owned", "dlpack"]]
     param_names = ["owner", "call"]
 
     def setup(self, owner, call):
@@ -30,9 +30,11 @@ class ExchangeTable(Benchmark):
             self.table = dl.Tensor.__dlpack_c_exchange_api__
         else:
             torch = peer("torch")
-            self.table = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
-            if self.table is None:
-                raise NotImplementedError("this PyTorch publishes no exchange table")
+            self.table = dl.exchange_api_for(torch.Tensor)
+            if owner == "torch-own":
+                self.table = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
+                if self.table is None:
+                    raise NotImplementedError("this PyTorch publishes no exchange table")
             self.obj = torch.zeros(16, dtype=torch.float32)
         exchange_loop(self.table, self.obj, 1, call)
 

@@ -185,6 +185,19 @@ def calibrate(timer, seconds):
     return max(1, round(number * seconds / elapsed)) if elapsed > 0 else number
 
 
+def _medians(timers, repeats, calls=1):
+    """{column: median ns per call} of timers {column: (timeit.Timer, number)}, sampled
+    interleaved, each repeat starting at another column; each statement makes `calls`
+    calls."""
+    samples = {column: [] for column in timers}
+    order = list(timers)
+    for k in range(repeats):
+        for column in order[k % len(order) :] + order[: k % len(order)]:
+            timer, number = timers[column]
+            samples[column].append(timer.timeit(number) / number / calls * 1e9)
+    return {column: statistics.median(values) for column, values in samples.items()}
+
+
 def _time_row(name, statements, ns, repeats, seconds):
     """{"name", "ns": {column: median}, "ratio"}, or None when dlinterop's cell cannot run."""
     timers = {}
@@ -196,13 +209,7 @@ def _time_row(name, statements, ns, repeats, seconds):
             continue
     if "dlinterop" not in timers:
         return None
-    samples = {column: [] for column in timers}
-    order = list(timers)
-    for k in range(repeats):  # interleaved, each repeat starting elsewhere
-        for column in order[k % len(order) :] + order[: k % len(order)]:
-            timer, number = timers[column]
-            samples[column].append(timer.timeit(number) / number * 1e9)
-    medians = {column: statistics.median(values) for column, values in samples.items()}
+    medians = _medians(timers, repeats)
     peer_times = [v for c, v in medians.items() if c != "dlinterop"]
     ratio = medians["dlinterop"] / min(peer_times) if peer_times else None
     return {"name": name, "ns": medians, "ratio": ratio}
@@ -216,6 +223,7 @@ def _time_row(name, statements, ns, repeats, seconds):
 TABLE_ROWS = (
     ("numpy.ndarray, dl.exchange_api_for", "a", "dl.exchange_api_for(np.ndarray)"),
     ("dl.Tensor, its own table", "t", "dl.Tensor.__dlpack_c_exchange_api__"),
+    ("torch.Tensor, dl.exchange_api_for", "x", "dl.exchange_api_for(torch.Tensor)"),
     ("torch.Tensor, torch's own table", "x", "torch.Tensor.__dlpack_c_exchange_api__"),
 )
 TABLE_COLUMNS = ("view", "owned", "__dlpack__")
@@ -244,14 +252,8 @@ def _time_tables(ns, repeats, seconds):
                 timers[column] = (timer, calibrate(timer, seconds))
             except Exception:  # a refusal (a table with no view for this object): no cell
                 continue
-        samples = {column: [] for column in timers}
-        order = list(timers)
-        for k in range(repeats):
-            for column in order[k % len(order) :] + order[: k % len(order)]:
-                timer, number = timers[column]
-                samples[column].append(timer.timeit(number) / number / TABLE_CALLS * 1e9)
+        medians = _medians(timers, repeats, TABLE_CALLS)
         row_ns.clear()
-        medians = {column: statistics.median(values) for column, values in samples.items()}
         ratio = None
         if "view" in medians and medians.get("__dlpack__"):
             ratio = medians["view"] / medians["__dlpack__"]

@@ -1,6 +1,6 @@
 # Provides: exchange tables for other types' objects (dl.exchange_api_for): NumPy's, read
-# through NumPy's C API, and a generic one over __dlpack__; dl.publish_exchange_api and
-# dl.unpublish_exchange_api, which put NumPy's on its type and take it back.
+# through NumPy's C API, and a generic one over __dlpack__ (dlinterop.frameworks makes
+# JAX's and PyTorch's); the owning-export block the NumPy and torch tables share.
 # Uses: runtime.pxi, once.pxi, dtypes.pxi, allocator.pxi, export.pxi, consume.pxi,
 # numpy_route.pxi, producers.pxi, importer.pxi, bridge.pxi (asarray), exchange.pxi.
 
@@ -120,11 +120,33 @@ cdef int _numpy_view_otherwise(PyObject* obj, DLTensor* out, int status) except 
     return 0
 
 
-cdef void _numpy_managed_deleter(DLManagedTensorVersioned* m) noexcept nogil:
-    """The deleter of the NumPy table's owning exports: manager_ctx is the array. (Not
-    export.pxi's _versioned_deleter, whose manager_ctx the importer takes for a Tensor.)"""
+cdef void owned_export_deleter(DLManagedTensorVersioned* m) noexcept nogil:
+    """The deleter of the exchange tables' owning exports of another framework's object
+    (owned_export_block's): manager_ctx is that object. (Not export.pxi's
+    _versioned_deleter, whose manager_ctx the importer takes for a Tensor.)"""
     if m != NULL:
         _release_export(m.manager_ctx, m, m.dl_tensor.ndim)
+
+
+cdef DLManagedTensorVersioned* owned_export_block(PyObject* owner, int ndim) noexcept nogil:
+    """A block for an owning export of `owner` (an object the exporting table describes):
+    the managed tensor, then room for `ndim` shapes and strides at m + 1, its version,
+    manager_ctx (`owner`, referenced) and deleter set, flags 0. NULL when out of memory, with
+    no exception set. The caller holds the GIL."""
+    global _live_exports
+    cdef DLManagedTensorVersioned* m = <DLManagedTensorVersioned*>_block_alloc(ndim)
+    if m == NULL:
+        return NULL
+    m.version.major = DLPACK_MAJOR_VERSION
+    m.version.minor = DLPACK_MINOR_VERSION
+    m.manager_ctx = owner
+    m.deleter = owned_export_deleter
+    m.flags = 0
+    Py_IncRef(owner)
+    dli_atomic_add(&_live_exports, 1)
+    if dli_san_on():
+        dli_san_made(m, DLI_SAN_EXPORT, "managed tensor (C exchange API)")
+    return m
 
 
 cdef int _numpy_to_managed(void* py_object, DLManagedTensorVersioned** out) except -1:
@@ -132,7 +154,6 @@ cdef int _numpy_to_managed(void* py_object, DLManagedTensorVersioned** out) exce
     then its shape and strides) holding a reference to the array, read through NumPy's C
     API; NumPy's __dlpack__ decides for the arrays that route cannot describe (and raises
     its BufferError)."""
-    global _live_exports
     cdef DLTensor view
     cdef int64_t layout[2 * MAX_NDIM]
     cdef int readonly = 0
@@ -150,19 +171,12 @@ cdef int _numpy_to_managed(void* py_object, DLManagedTensorVersioned** out) exce
         if user == 0 or dli_numpy_view(<PyObject*>py_object, &view, layout, MAX_NDIM, 1,
                                        &readonly) != 0:
             return _managed_of(_import_from_producer(array, None), out)
-    m = <DLManagedTensorVersioned*>_block_alloc(view.ndim)
+    m = owned_export_block(<PyObject*>py_object, view.ndim)
     if m == NULL:
         raise MemoryError()
-    m.version.major = 1
-    m.version.minor = DLPACK_MINOR_VERSION
-    m.manager_ctx = py_object
-    m.deleter = _numpy_managed_deleter
-    m.flags = DLPACK_FLAG_BITMASK_READ_ONLY if readonly else 0
+    if readonly:
+        m.flags = DLPACK_FLAG_BITMASK_READ_ONLY
     _copy_layout(&m.dl_tensor, &view, <int64_t*>(m + 1))
-    Py_IncRef(<PyObject*>py_object)
-    dli_atomic_add(&_live_exports, 1)
-    if dli_san_on():
-        dli_san_made(m, DLI_SAN_EXPORT, "managed tensor (C exchange API)")
     out[0] = m
     return 0
 
@@ -269,6 +283,15 @@ def exchange_api_for(obj_or_type):
       ``managed_tensor_from_py_object_no_sync`` gives those to NumPy's
       ``__dlpack__``, which exports or refuses them. ``managed_tensor_to_py_object_no_sync``
       returns an ndarray sharing the tensor's memory (an ml_dtypes array for its types).
+    - ``torch.Tensor`` and its subclasses (once PyTorch is imported): read through
+      PyTorch's stable C shim (the at::Tensor a ``torch.Tensor`` or ``torch.nn.Parameter``
+      holds), with no ``__dlpack__`` call; the view's shape and strides point into the
+      tensor's own, the owned tensor holds a reference to it. Refused (BufferError) as
+      PyTorch's ``__dlpack__`` refuses them: tensors that require grad, lazily conjugated
+      or negated views. Sparse, quantized and meta tensors, and subclasses that override
+      ``__torch_function__``, go to PyTorch's own table; the allocator, the stream and the
+      way back (a ``torch.Tensor``) are PyTorch's own table's (dlinterop.frameworks holds
+      it).
     - ``jax.Array`` (once JAX is imported): a view read from a single-device array itself
       (its buffer pointer, shape and dtype; waiting for its value, as JAX's ``__dlpack__``
       does), the owned tensor through JAX's ``__dlpack__`` flagged READ_ONLY, a
@@ -280,7 +303,8 @@ def exchange_api_for(obj_or_type):
       would borrow from a capsule that nothing keeps alive.
 
     Every table's ``managed_tensor_allocator`` is dlinterop's (host and, with the CUDA
-    layer, CUDA memory; C-contiguous) and ``current_work_stream`` gives NULL on the CPU.
+    layer, CUDA memory; C-contiguous) and ``current_work_stream`` gives NULL on the CPU,
+    but the torch table's, which are PyTorch's.
     Functions given an object of another type return -1 with TypeError set. Raises
     TypeError for a type whose objects have no ``__dlpack__``."""
     cls = obj_or_type if isinstance(obj_or_type, type) else type(obj_or_type)
@@ -295,86 +319,12 @@ def exchange_api_for(obj_or_type):
     if jax_array is not None and issubclass(cls, jax_array):
         from dlinterop import frameworks
         return frameworks._jax_exchange_table(_generic_table)
+    torch = sys.modules.get("torch")
+    torch_tensor = getattr(torch, "Tensor", None) if torch is not None else None
+    if torch_tensor is not None and issubclass(cls, torch_tensor):
+        from dlinterop import frameworks
+        return frameworks._torch_exchange_table(_generic_table)
     if getattr(cls, "__dlpack__", None) is None:
         raise TypeError(f"{cls.__name__} objects have no __dlpack__: no DLPack exchange "
                         "table can take them")
     return _generic_table
-
-
-# -- publishing: a table put on a framework's type, for consumers that look there ---------
-
-cdef extern from *:
-    """
-    /* The dict a type keeps its attributes in, as a new reference: PyType_GetDict where
-       CPython has it (3.12: the dict of a static type may live elsewhere), else tp_dict. */
-    static PyObject* dli_type_dict(PyTypeObject* type) {
-    #if PY_VERSION_HEX >= 0x030C0000
-      return PyType_GetDict(type);
-    #else
-      Py_XINCREF(type->tp_dict);
-      return type->tp_dict;
-    #endif
-    }
-    """
-    object dli_type_dict(PyTypeObject* type)
-
-cdef str _PUBLISHED = "__dlpack_c_exchange_api__"
-
-
-cdef object _native_table_for(type cls):
-    """The table dlinterop would publish on cls, or ValueError saying why none."""
-    if cls is Tensor:
-        raise ValueError("dl.Tensor publishes its own exchange table already")
-    table = exchange_api_for(cls)
-    if table is _generic_table:
-        raise ValueError(
-            f"dlinterop has no native exchange table for {cls.__module__}.{cls.__qualname__}: "
-            "its generic table calls __dlpack__, which a consumer does without a table; "
-            "publishing it would only slow consumers down")
-    return table
-
-
-def publish_exchange_api(cls):
-    """Puts ``dl.exchange_api_for(cls)`` on the type ``cls`` as its
-    ``__dlpack_c_exchange_api__``, where consumers that look a DLPack 1.3 exchange table up
-    on a type (tvm-ffi, cuda.core, dlinterop itself) find it: they then take that type's
-    objects through the table, with no ``__dlpack__`` call. Only where dlinterop has a
-    native table: ``numpy.ndarray`` (and its subclasses, which inherit it).
-
-    This changes another library's type, for the whole process and every consumer: it is
-    never done on import; ``dl.unpublish_exchange_api(cls)`` undoes it. Immutable types
-    (NumPy's) are changed through their attribute dict. Raises TypeError for what is no
-    type, ValueError for a type that has a table of its own (PyTorch's, dl.Tensor) or for
-    which dlinterop has no native table. Publishing twice is harmless."""
-    if not isinstance(cls, type):
-        raise TypeError(f"publish_exchange_api takes a type, got {type(cls).__name__}")
-    table = _native_table_for(<type>cls)
-    current = getattr(cls, _PUBLISHED, None)
-    if current is table:
-        return
-    if current is not None:
-        raise ValueError(f"{cls.__module__}.{cls.__qualname__} has an exchange table of its "
-                         "own (__dlpack_c_exchange_api__): dlinterop does not replace it")
-    try:
-        setattr(cls, _PUBLISHED, table)
-    except TypeError:       # an immutable type: through its dict, then its caches dropped
-        dli_type_dict(<PyTypeObject*>cls)[_PUBLISHED] = table
-        PyType_Modified(<PyTypeObject*>cls)
-
-
-def unpublish_exchange_api(cls):
-    """Takes back what ``dl.publish_exchange_api(cls)`` put on ``cls``. Raises ValueError
-    when ``cls`` holds no table dlinterop published (none, one of its own, or one that its
-    base class holds)."""
-    if not isinstance(cls, type):
-        raise TypeError(f"unpublish_exchange_api takes a type, got {type(cls).__name__}")
-    attributes = dli_type_dict(<PyTypeObject*>cls)
-    current = attributes.get(_PUBLISHED)
-    if current is None or current is not exchange_api_for(cls):
-        raise ValueError(f"{cls.__module__}.{cls.__qualname__} holds no exchange table that "
-                         "dl.publish_exchange_api put there")
-    try:
-        delattr(cls, _PUBLISHED)
-    except TypeError:
-        del attributes[_PUBLISHED]
-        PyType_Modified(<PyTypeObject*>cls)

@@ -238,7 +238,7 @@ cdef int borrow_dltensor(object obj, DLTensor* out, bint sharing) except -1:
     written, and PyTorch tensors that must not be shared are refused as an import refuses
     them; without, only the layout is read (empty_like)."""
     cdef _Producer producer = _producer_of(type(obj))
-    cdef const DLPackExchangeAPI* api = producer.api
+    cdef const DLPackExchangeAPI* api = producer.api if sharing else producer.layout_api
     if api == NULL or api.dltensor_from_py_object_no_sync == NULL:
         return 0
     if sharing and producer.torch:

@@ -14,6 +14,10 @@ cdef class _Producer:
     anything that may refer to it (a method does): the cache must let the type die."""
     cdef unsigned int version_tag
     cdef const DLPackExchangeAPI* api   # the type's exchange table, or NULL
+    # The table whose view gives the layout alone (borrow_dltensor without sharing): the
+    # type's own. `api` may be dlinterop's torch table instead, which refuses, as an import
+    # does, the tensors whose memory must not be shared.
+    cdef const DLPackExchangeAPI* layout_api
     # The type's __dlpack__ as a plain function or method descriptor, called unbound with
     # the object first; NULL: look it up per call. Borrowed from the type's (or a base's)
     # dict, so valid only while the type's version tag is still version_tag: callers check.
@@ -84,11 +88,31 @@ cdef object _describe_producer(type cls, unsigned int* tag):
         p.dlpack = <PyObject*>method
     p.torch = _is_torch_tensor_type(cls)
     p.torch_native_offset = _torch_native_offset_for(cls) if p.torch else TORCH_BITS_UNUSABLE
+    p.layout_api = p.api
+    if p.torch and p.api != NULL:
+        p.api = <const DLPackExchangeAPI*>_torch_table_instead(cls, <uintptr_t>p.api)
     p.numpy_native = _numpy_native_for(cls)
     getattr(cls, "__dlpack__", None)   # a type lookup assigns the version tag if it has none
     p.version_tag = tag[0] = type_version(cls)
     dli_atomic_add(&_producer_descriptions, 1)
     return p
+
+
+cdef uintptr_t _torch_table_instead(type cls, uintptr_t own) except? 0:
+    """For a PyTorch tensor type whose table is PyTorch's own (torch.Tensor's): dlinterop's
+    torch table where it reads that type's tensors natively, through PyTorch's C shim (about
+    half the cost of PyTorch's own: docs/exchange-tables.md); else `own`."""
+    torch = sys.modules.get("torch")
+    published = getattr(getattr(torch, "Tensor", None), "__dlpack_c_exchange_api__", None)
+    if (published is None or not PyCapsule_CheckExact(published)
+            or <uintptr_t>PyCapsule_GetPointer(<PyObject*>published, EXCHANGE_API_NAME) != own):
+        PyErr_Clear()
+        return own
+    from dlinterop import frameworks
+    table = frameworks._torch_native_table_for(cls)
+    if table is None:
+        return own
+    return <uintptr_t>PyCapsule_GetPointer(<PyObject*>table, EXCHANGE_API_NAME)
 
 
 cdef tuple _UNBOUND_CALLABLE_TYPES = (
@@ -136,6 +160,14 @@ def _torch_native_bits(cls=None):
     if not isinstance(cls, type):
         raise TypeError("expected a type")
     return _producer_of(<type>cls).torch_native_offset >= 0
+
+
+def _producer_exchange_api(cls):
+    """Testing aid: the address of the exchange table the importer uses for objects of type
+    `cls` (0 for none)."""
+    if not isinstance(cls, type):
+        raise TypeError("expected a type")
+    return <uintptr_t>_producer_of(<type>cls).api
 
 
 def _set_numpy_route(bint enabled):

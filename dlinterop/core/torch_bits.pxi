@@ -174,6 +174,25 @@ cdef int _refuse_torch_tensor(Py_ssize_t* recorded, object tensor) except -1:
                       "call .resolve_neg() first")
 
 
+cdef int refuse_torch_tensor(object tensor) except -1:
+    cdef Py_ssize_t recorded = SETUP_UNDECIDED
+    return _refuse_torch_tensor(&recorded, tensor)
+
+
+cdef int torch_native_reads(TorchNativeReads* out) except -1:
+    out.offset = TORCH_BITS_UNUSABLE
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        out.offset = _torch_native_offset_for(<type>torch.Tensor)
+    if out.offset < 0:
+        out.offset = TORCH_BITS_UNUSABLE
+        return 0
+    out.is_neg = <void*>_torch_native_is_neg
+    out.is_conj = <void*>_torch_native_is_conj
+    out.requires_grad = <void*>_torch_native_requires_grad
+    return 0
+
+
 cdef int _raise_requires_grad() except -1:
     # One message for every route, naming the way out as PyTorch's own export does.
     raise BufferError("a PyTorch tensor that requires grad cannot be exported (writes "

@@ -111,7 +111,9 @@ def _jax_exchange_table(generic):
     imported); `generic` is the core's generic table, whose allocator, stream and way back
     (a dl.Tensor) this one shares."""
     global _jax_table, _jax_exchange_api
-    if _jax_table is None:
+    with _tables_lock:
+        if _jax_table is not None:
+            return _jax_table
         base = <const DLPackExchangeAPI*>PyCapsule_GetPointer(generic, b"dlpack_exchange_api")
         _jax_exchange_api = base[0]
         _jax_exchange_api.header.prev_api = NULL
@@ -120,4 +122,4 @@ def _jax_exchange_table(generic):
         _jax_exchange_api.managed_tensor_from_py_object_no_sync = \
             <DLPackManagedTensorFromPyObjectNoSync><void*>_jax_to_managed
         _jax_table = PyCapsule_New(&_jax_exchange_api, b"dlpack_exchange_api", NULL)
-    return _jax_table
+        return _jax_table

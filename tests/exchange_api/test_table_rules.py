@@ -1,7 +1,7 @@
 """The checker's rules on exchange tables (dlinterop.testing._table_rules): each passes on
-dlinterop's tables (dl.Tensor's, dl.exchange_api_for's NumPy, JAX and generic tables) and fails
-on a table forged with one thing broken: dl.Tensor's table, one function or header field
-replaced."""
+dlinterop's tables (dl.Tensor's, dl.exchange_api_for's NumPy, JAX, torch and generic
+tables) and fails on a table forged with one thing broken: dl.Tensor's table, one function
+or header field replaced."""
 
 import ctypes
 from ctypes import c_void_p
@@ -71,11 +71,14 @@ def test_every_table_rule_is_registered_and_checked_on_dl_tensor():
 
 
 @pytest.mark.parametrize("rule_id", sorted(rules.CHECKS))
-@pytest.mark.parametrize("which", ["tensor", "numpy", "generic", "jax"])
+@pytest.mark.parametrize("which", ["tensor", "numpy", "generic", "jax", "torch"])
 def test_dlinterop_tables_pass(rule_id, which):
     if which == "jax":
         jax = pytest.importorskip("jax")
         table = (Table(dl.exchange_api_for(jax.Array)), dt.framework("jax"))
+    elif which == "torch":
+        torch = pytest.importorskip("torch")
+        table = (Table(dl.exchange_api_for(torch.Tensor)), dt.framework("torch"))
     else:
         table = {
             "tensor": (GOOD, DLINTEROP),
@@ -86,10 +89,11 @@ def test_dlinterop_tables_pass(rule_id, which):
         with pytest.raises(NotApplicable, match="refuses by design"):
             check(rule_id, *table)
         return
-    # JAX has no read-only arrays to hand: that rule does not apply. The view rule compares
-    # with a versioned capsule of JAX's __dlpack__, which JAX gives from 0.12 (before: an
-    # unversioned one, and the rule does not apply either); where it applies it must pass.
-    if which == "jax" and rule_id == "producer.exchange-api-read-only":
+    # JAX and PyTorch have no read-only arrays to hand: that rule does not apply. The view
+    # rule compares with a versioned capsule of JAX's __dlpack__, which JAX gives from 0.12
+    # (before: an unversioned one, and the rule does not apply either); where it applies it
+    # must pass.
+    if which in ("jax", "torch") and rule_id == "producer.exchange-api-read-only":
         with pytest.raises(NotApplicable):
             check(rule_id, *table)
         return

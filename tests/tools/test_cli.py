@@ -114,6 +114,8 @@ def test_bench_times_dlinterop_beside_the_installed_peers(tmp_path):
     expected = {"dl.Tensor, its own table"}
     if "numpy" in result["versions"]:
         expected.add("numpy.ndarray, dl.exchange_api_for")
+    if "torch" in result["versions"]:
+        expected.add("torch.Tensor, dl.exchange_api_for")
     assert expected <= set(tables)
     for name in expected:
         row = tables[name]
