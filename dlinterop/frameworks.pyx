@@ -11,10 +11,12 @@ hand-back go through its table (managed_tensor_allocator, managed_tensor_to_py_o
 with no Python call; otherwise dlinterop's allocator and that framework's `from_dlpack`,
 looked up once per type. The C-level versions are declared in dlinterop/frameworks.pxd."""
 cimport cython
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.long cimport PyLong_FromVoidPtr
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_New
-from cpython.object cimport PyTypeObject
+from cpython.object cimport Py_TYPE, PyTypeObject
 from cpython.ref cimport PyObject, Py_DECREF, Py_INCREF
-from libc.stdint cimport int64_t, uint8_t, uintptr_t
+from libc.stdint cimport int64_t, uint8_t, uint64_t, uintptr_t
 from libc.string cimport strncpy
 
 from dlinterop.dlpack cimport *
@@ -39,6 +41,7 @@ import sys
 import threading
 import types
 import warnings
+import weakref
 
 from dlinterop._core import CopyError
 
@@ -62,3 +65,4 @@ include "framework_parts/adapters.pxi"     # how to make each framework's object
 include "framework_parts/handback.pxi"     # to_framework: a Tensor as the caller's type
 include "framework_parts/exchange_jax.pxi" # the exchange table for jax.Array objects
 include "framework_parts/exchange_torch.pxi"  # the exchange table for torch.Tensor objects
+include "framework_parts/exchange_fixed.pxi"  # tables for pyarrow's and Warp's arrays

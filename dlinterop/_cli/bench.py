@@ -225,7 +225,34 @@ TABLE_ROWS = (
     ("dl.Tensor, its own table", "t", "dl.Tensor.__dlpack_c_exchange_api__"),
     ("torch.Tensor, dl.exchange_api_for", "x", "dl.exchange_api_for(torch.Tensor)"),
     ("torch.Tensor, torch's own table", "x", "torch.Tensor.__dlpack_c_exchange_api__"),
+    ("pyarrow.Array, dl.exchange_api_for", "pa_a", "dl.exchange_api_for(pa_a)"),
+    ("warp.array, dl.exchange_api_for", "wp_a", "dl.exchange_api_for(wp_a)"),
 )
+
+
+def _table_objects(ns):
+    """The objects only the exchange-table rows time (pyarrow's and Warp's 16 float32),
+    where those frameworks and NumPy are installed."""
+    np = ns.get("np")
+    if np is None:
+        return {}
+    found = {}
+    try:
+        pa = importlib.import_module("pyarrow")
+    except ImportError:
+        pass
+    else:
+        found["pa_a"] = pa.array(np.zeros(16, np.float32))
+    try:
+        wp = importlib.import_module("warp")
+    except ImportError:
+        pass
+    else:
+        wp.config.quiet = True
+        found["wp_a"] = wp.array(np.zeros(16, np.float32), device="cpu")
+    return found
+
+
 TABLE_COLUMNS = ("view", "owned", "__dlpack__")
 TABLE_CALLS = 1000  # calls per C loop: a Python call's cost shared among them
 
@@ -236,6 +263,7 @@ def _time_tables(ns, repeats, seconds):
     from dlinterop.testing._conformance import exchange_loop
 
     rows = []
+    ns = dict(ns, **_table_objects(ns))
     for name, obj_name, table_code in TABLE_ROWS:
         try:
             obj, table = ns[obj_name], eval(table_code, ns)
@@ -258,6 +286,7 @@ def _time_tables(ns, repeats, seconds):
         if "view" in medians and medians.get("__dlpack__"):
             ratio = medians["view"] / medians["__dlpack__"]
         rows.append({"name": name, "ns": medians, "ratio": ratio})
+    ns.clear()  # this copy: the caller clears its own
     return rows
 
 

@@ -263,6 +263,21 @@ cdef object _numpy_table = _table_capsule(&_numpy_exchange_api)
 cdef object _generic_table = _table_capsule(&_generic_exchange_api)
 
 
+cdef str _fixed_family(type cls):
+    """The family of types whose objects never change their memory or layout that `cls`
+    belongs to (dlinterop.frameworks' exchange_fixed.pxi), or None."""
+    for module, name, family in _FIXED_FAMILIES:
+        found = getattr(sys.modules.get(module), name, None)
+        if isinstance(found, type) and issubclass(cls, <type>found):
+            return family
+    return None
+
+
+cdef tuple _FIXED_FAMILIES = (("pyarrow", "Array", "pyarrow.Array"),
+                              ("pyarrow", "Tensor", "pyarrow.Tensor"),
+                              ("warp", "array", "warp.array"))
+
+
 def exchange_api_for(obj_or_type):
     """A "dlpack_exchange_api" capsule holding a DLPack 1.3 C exchange table
     (``DLPackExchangeAPI``) whose functions take objects of ``obj_or_type`` (a type, or an
@@ -296,6 +311,13 @@ def exchange_api_for(obj_or_type):
       (its buffer pointer, shape and dtype; waiting for its value, as JAX's ``__dlpack__``
       does), the owned tensor through JAX's ``__dlpack__`` flagged READ_ONLY, a
       ``dl.Tensor`` on the way back (dlinterop.frameworks holds it).
+    - pyarrow's ``Array`` and ``Tensor`` and Warp's ``array`` (and their subclasses, once
+      the framework is imported): objects that never change their memory or layout. Their
+      view is described once per object, by the framework's own ``__dlpack__`` (so
+      exactly as it exports it), and kept until the object dies; later views copy that
+      record, with no Python call. The owned tensor is the framework's ``__dlpack__``
+      export (pyarrow's flagged READ_ONLY); the way back gives an object of that type
+      (``dl.to_framework``).
     - any other type with ``__dlpack__``: a generic table whose
       ``managed_tensor_from_py_object_no_sync`` calls ``__dlpack__(max_version=(1, 3))``
       once per call and whose ``managed_tensor_to_py_object_no_sync`` returns a
@@ -324,6 +346,10 @@ def exchange_api_for(obj_or_type):
     if torch_tensor is not None and issubclass(cls, torch_tensor):
         from dlinterop import frameworks
         return frameworks._torch_exchange_table(_generic_table)
+    family = _fixed_family(cls)
+    if family is not None:
+        from dlinterop import frameworks
+        return frameworks._fixed_exchange_table(family, _generic_table)
     if getattr(cls, "__dlpack__", None) is None:
         raise TypeError(f"{cls.__name__} objects have no __dlpack__: no DLPack exchange "
                         "table can take them")

@@ -258,13 +258,15 @@ def exchange_loop(table, obj, Py_ssize_t n, str kind):
     """n calls, in a C loop, of one way a C consumer gets obj's tensor: "view" (the table's
     dltensor_from_py_object_no_sync), "owned" (managed_tensor_from_py_object_no_sync, then
     the tensor's deleter), or "dlpack" (obj.__dlpack__(max_version=(1, 3)) called through
-    the vectorcall protocol, the capsule read and released; `table` is not used). For the
+    the vectorcall protocol, or __dlpack__() where it takes no max_version, the capsule
+    read and released; `table` is not used). For the
     benchmarks: a call's cost is then not a Python call's."""
     cdef const DLPackExchangeAPI* api = NULL
     cdef DLTensor view
     cdef DLManagedTensorVersioned* managed
     cdef Py_ssize_t _i
     cdef PyObject* capsule
+    cdef PyObject* keywords
     cdef PyObject* args[2]
     if kind == "view":
         api = _table_of(table)
@@ -284,9 +286,13 @@ def exchange_loop(table, obj, Py_ssize_t n, str kind):
         kwnames = ("max_version",)
         args[0] = <PyObject*>obj
         args[1] = <PyObject*>version
+        keywords = <PyObject*>kwnames
+        try:
+            obj.__dlpack__(max_version=version)
+        except TypeError:
+            keywords = NULL   # an older producer's signature, as from_dlpack falls back to
         for _i in range(n):
-            capsule = PyObject_VectorcallMethod(<PyObject*>name, args, 1,
-                                                <PyObject*>kwnames)
+            capsule = PyObject_VectorcallMethod(<PyObject*>name, args, 1, keywords)
             if capsule == NULL:
                 return _failed(b"__dlpack__")
             Py_DecRef(capsule)   # unconsumed: its destructor runs the deleter

@@ -11,7 +11,7 @@ import gc
 import sys
 from ctypes import POINTER, byref, c_void_p
 
-from dlinterop.testing._helpers import _values, _versioned
+from dlinterop.testing._helpers import _export, _values, _versioned
 from dlinterop.testing._model import READ_ONLY, NotApplicable, _fail, rule
 from dlinterop.testing._tables import (
     CPU,
@@ -91,7 +91,12 @@ def t_functions(fw, table):
 def t_view(fw, table):
     view = _function(table, "dltensor_from_py_object_no_sync")
     x = fw.make(_values(), "float32")
-    _, reference = _versioned(x)
+    try:
+        _, reference = _versioned(x)
+    except TypeError:
+        # A producer whose __dlpack__ takes no max_version (Warp 1.19): its one capsule is
+        # the reference.
+        _, reference = _export(x)
     out = DLTensor()
     try:
         rc = view(id(x), byref(out))

@@ -1,6 +1,7 @@
 """The command line, python -m dlinterop: the report by default, the info, check and bench
 commands, --help and --version, and argparse's usage errors (exit 2) for anything else."""
 
+import importlib.util
 import io
 import json
 import os
@@ -116,6 +117,9 @@ def test_bench_times_dlinterop_beside_the_installed_peers(tmp_path):
         expected.add("numpy.ndarray, dl.exchange_api_for")
     if "torch" in result["versions"]:
         expected.add("torch.Tensor, dl.exchange_api_for")
+    for module, row in (("pyarrow", "pyarrow.Array"), ("warp", "warp.array")):
+        if "numpy" in result["versions"] and importlib.util.find_spec(module):
+            expected.add(f"{row}, dl.exchange_api_for")
     assert expected <= set(tables)
     for name in expected:
         row = tables[name]
