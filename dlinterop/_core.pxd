@@ -82,6 +82,9 @@ cdef Device device_from_dl(DLDevice dev)
 cdef Tensor empty_tensor(int ndim, const int64_t* shape, DLDataType dtype, DLDevice device)
 cdef Tensor tensor_from_managed(DLManagedTensorVersioned* m, bint readonly)
 cdef Tensor tensor_from_object(object obj)
+# The capsule obj.__dlpack__ returns, imported: never through a table on obj's type (the
+# exchange tables dlinterop may publish on a type import through this).
+cdef Tensor tensor_from_producer(object obj)
 cdef object to_capsule(Tensor t, bint versioned)
 
 # Used by dlinterop.frameworks (the way out: outputs in the caller's framework); not part of

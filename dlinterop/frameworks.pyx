@@ -31,6 +31,7 @@ from dlinterop._core cimport (
     numpy_array_from, offset_in_pointer, order_for_consumer, owned_export_block,
     raise_pending_error,
     read_only_by_flag, refuse_torch_tensor, tensor_from_managed, tensor_from_object,
+    tensor_from_producer,
     to_managed, torch_native_reads, TorchNativeReads, zero_fill,
 )
 

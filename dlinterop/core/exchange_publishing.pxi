@@ -1,6 +1,6 @@
 # Provides: dl.publish_exchange_api and dl.unpublish_exchange_api, which put a table of
-# dl.exchange_api_for (NumPy's) on its framework's type as __dlpack_c_exchange_api__, for
-# consumers that look tables up there, and take it back.
+# dl.exchange_api_for (NumPy's, JAX's, pyarrow's, Warp's) on its framework's type as
+# __dlpack_c_exchange_api__, for consumers that look tables up there, and take it back.
 # Uses: runtime.pxi, exchange_tables.pxi.
 
 cdef extern from *:
@@ -39,7 +39,8 @@ def publish_exchange_api(cls):
     ``__dlpack_c_exchange_api__``, where consumers that look a DLPack 1.3 exchange table up
     on a type (tvm-ffi, cuda.core, dlinterop itself) find it: they then take that type's
     objects through the table, with no ``__dlpack__`` call. Only where dlinterop has a
-    native table: ``numpy.ndarray`` (and its subclasses, which inherit it).
+    native table: ``numpy.ndarray``, ``jax.Array``, pyarrow's ``Array`` and ``Tensor``,
+    Warp's ``array`` (their subclasses inherit it); PyTorch has one of its own.
 
     This changes another library's type, for the whole process and every consumer: it is
     never done on import; ``dl.unpublish_exchange_api(cls)`` undoes it. Immutable types

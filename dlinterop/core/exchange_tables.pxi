@@ -72,10 +72,22 @@ cdef int _numpy_user_type(object array) except -1:
     its code is recorded for the table's C routes (a type of whole bytes: bfloat16, the
     float8s), 2 for a sub-byte type (int4, float4_e2m1fn, float6, ...: one element per byte
     in NumPy, packed in DLPack, so no view); 0 for anything else."""
-    cdef DType dt
     descr = array.dtype
     if descr.num < NPY_USERDEF:
         return 0
+    kind = _numpy_user_kinds.get(descr.num)
+    if kind is None:
+        kind = _numpy_user_kinds.setdefault(descr.num, _describe_user_type(descr))
+    return kind
+
+
+# NumPy's user type number -> _numpy_user_type's answer (a type's number is fixed once
+# registered, for the process).
+cdef dict _numpy_user_kinds = {}
+
+
+cdef int _describe_user_type(object descr) except -1:
+    cdef DType dt
     try:
         dt = dtype(descr)
     except (TypeError, ValueError):

@@ -104,6 +104,10 @@ cdef Tensor tensor_from_object(object obj):
     return _from_dlpack(obj, None, None, None)
 
 
+cdef Tensor tensor_from_producer(object obj):
+    return _import_from_producer(obj, None)
+
+
 cdef Tensor _from_dlpack(object obj, object device, object copy, object stream):
     cdef Tensor t
     cdef DLDevice target

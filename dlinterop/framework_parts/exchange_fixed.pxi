@@ -3,7 +3,7 @@
 # object, by the framework's own __dlpack__, then read from a per-object record; that
 # framework's object on the way back.
 # Uses: handback.pxi (to_framework_c); of the core: keep_layout, owned_export_block,
-# tensor_from_object, tensor_from_managed.
+# tensor_from_producer, tensor_from_managed.
 
 # A pyarrow Array or Tensor is immutable: its buffers and layout are fixed when it is made.
 # A Warp array's pointer, shape and strides are fixed too (Warp never moves an array's
@@ -26,7 +26,7 @@ cdef object _fixed_record(object obj, object key):
     """Describes obj's view through its __dlpack__ and records it."""
     cdef _FixedView record
     cdef DLTensor view
-    cdef Tensor t = tensor_from_object(obj)
+    cdef Tensor t = tensor_from_producer(obj)
     cdef int64_t layout[2 * MAX_NDIM]
     cdef int i
     cdef int64_t step = 1

@@ -3,7 +3,7 @@
 # JAX's __dlpack__. The way back is the generic table's (a dl.Tensor): JAX's from_dlpack
 # copies memory it cannot take in place (unaligned, read-only), and a jax.Array made so
 # could not own the tensor it was given.
-# Uses: nothing (of the core: keep_layout, tensor_from_object, to_managed and
+# Uses: nothing (of the core: keep_layout, tensor_from_producer, to_managed and
 # tensor_from_managed, cimported by frameworks.pyx).
 
 # Per JAX dtype (a NumPy dtype, ml_dtypes' included): DLPack's type, or None where JAX's
@@ -77,7 +77,7 @@ cdef int _jax_to_managed(void* py_object, DLManagedTensorVersioned** out) except
     """Owning export through JAX's __dlpack__ (read-only: JAX arrays are immutable)."""
     array = <object>py_object
     _check_jax_array(array)
-    out[0] = to_managed(tensor_from_object(array))
+    out[0] = to_managed(tensor_from_producer(array))
     out[0].flags |= DLPACK_FLAG_BITMASK_READ_ONLY
     return 0
 

@@ -1,7 +1,7 @@
 # Provides: the exchange table for torch.Tensor objects (dl.exchange_api_for(torch.Tensor)):
 # views and owned tensors read through PyTorch's stable C shim, in C (src/torch_table.c);
 # PyTorch's own table for the rest and for the way back, the allocator and the stream.
-# Uses: nothing (of the core: torch_native_reads, refuse_torch_tensor, tensor_from_object
+# Uses: nothing (of the core: torch_native_reads, refuse_torch_tensor, tensor_from_producer
 # and to_managed, cimported by frameworks.pyx).
 
 # PyTorch's own table (torch.Tensor.__dlpack_c_exchange_api__) reads a tensor through
@@ -91,7 +91,7 @@ cdef int _torch_owned_otherwise(PyObject* obj, DLManagedTensorVersioned** out,
     _torch_status(<object>obj, status)
     if _torch_own != NULL:
         return _torch_own.managed_tensor_from_py_object_no_sync(<void*>obj, out)
-    out[0] = to_managed(tensor_from_object(<object>obj))
+    out[0] = to_managed(tensor_from_producer(<object>obj))
     return 0
 
 

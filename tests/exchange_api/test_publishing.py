@@ -1,6 +1,10 @@
 """dl.publish_exchange_api / dl.unpublish_exchange_api: dlinterop's NumPy table put on
 numpy.ndarray (an immutable type) for consumers that look tables up on a type, taken back
-after; refusals. Every test leaves numpy.ndarray as it found it."""
+after, and its JAX and pyarrow tables on their types; refusals. Every test leaves the types
+as it found them."""
+
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -87,3 +91,42 @@ def test_publish_refuses_a_type_with_a_table_of_its_own():
     assert getattr(torch.Tensor, NAME) is own
     with pytest.raises(ValueError, match="holds no exchange table"):
         dl.unpublish_exchange_api(torch.Tensor)
+
+
+PUBLISHED_IMPORT = """
+import os, sys
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+import numpy as np
+import dlinterop as dl
+if sys.argv[1] == "jax":
+    import jax, jax.numpy as jnp
+    cls, x = jax.Array, jnp.arange(4.0)
+elif sys.argv[1] == "pyarrow":
+    import pyarrow as pa
+    cls, x = pa.Array, pa.array(np.arange(4.0))
+else:
+    import warp as wp
+    wp.config.quiet = True
+    cls, x = wp.array, wp.array(np.arange(4.0), device="cpu")
+dl.publish_exchange_api(cls)
+# The concrete type inherits the table, and dlinterop's own import takes it: the table's
+# owned tensor must come from __dlpack__, not from an import through the table again.
+assert getattr(type(x), "__dlpack_c_exchange_api__") is dl.exchange_api_for(cls)
+assert dl.from_dlpack(x).tolist() == [0.0, 1.0, 2.0, 3.0]
+dl.unpublish_exchange_api(cls)
+assert "__dlpack_c_exchange_api__" not in cls.__dict__
+"""
+
+
+@pytest.mark.parametrize("framework", ["jax", "pyarrow", "warp"])
+def test_publish_puts_the_other_native_tables_on_their_types(framework):
+    # In a child process: importing through a published table once recursed without end
+    # (the table's owned tensor was an import of the object, through the same table).
+    pytest.importorskip(framework)
+    out = subprocess.run(
+        [sys.executable, "-c", PUBLISHED_IMPORT, framework],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]

@@ -299,7 +299,12 @@ def test_exchange_tables_prints_each_way_beside_dlpack():
     pytest.importorskip("numpy")
     out = run(["benchmarks/exchange_tables.py", "--repeats", "1", "--number", "5"])
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "16 float32" in out.stdout
+    assert "numpy: 16 float32" in out.stdout
     for way in ("view (table)", "owning (table)", "__dlpack__"):
         line = rf"^  {re.escape(way)} +[\d.]+ ns +[\d.]+x __dlpack__$"
         assert re.search(line, out.stdout, re.M), way
+    for module in ("torch", "pyarrow", "warp"):
+        if importlib.util.find_spec(module):
+            assert f"{module}: 16 float32" in out.stdout, module
+    if importlib.util.find_spec("torch"):
+        assert "torch: 16 float32, torch's own table" in out.stdout
