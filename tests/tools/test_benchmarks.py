@@ -308,3 +308,17 @@ def test_exchange_tables_prints_each_way_beside_dlpack():
             assert f"{module}: 16 float32" in out.stdout, module
     if importlib.util.find_spec("torch"):
         assert "torch: 16 float32, torch's own table" in out.stdout
+
+
+def test_the_dlinterop_kernel_builds_here():
+    # The way-out benchmark turns a kernel that does not build into asv's "n/a" (a peer
+    # missing looks the same): that hid the dlinterop kernel failing to compile.
+    pytest.importorskip("Cython")
+    sys.path.insert(0, REPO)
+    try:
+        from benchmarks import kernels
+
+        module = kernels.build_cython_kernels()
+    finally:
+        sys.path.remove(REPO)
+    assert module.__name__ == "dl_kernels"
